@@ -1,0 +1,198 @@
+#include "agent/config.h"
+
+#include <fstream>
+#include <initializer_list>
+#include <limits>
+#include <sstream>
+
+#include <yaml-cpp/yaml.h>
+
+namespace tandem::agent {
+namespace {
+
+// yaml-cpp throws; everything below runs inside ParseAgentConfig's try block and reports errors
+// as Status values naming the key path.
+Status CheckKeys(const YAML::Node& node, std::string_view where,
+                 std::initializer_list<std::string_view> allowed) {
+  if (!node.IsMap()) return Status::InvalidArgument(std::string(where) + ": must be a mapping");
+  for (const auto& kv : node) {
+    std::string key = kv.first.as<std::string>();
+    bool known = false;
+    for (std::string_view a : allowed) known = known || key == a;
+    if (!known) {
+      std::string path = where.empty() ? key : std::string(where) + "." + key;
+      return Status::InvalidArgument(path + ": unknown key");
+    }
+  }
+  return Status::Ok();
+}
+
+std::string Join(std::string_view where, std::string_view key) {
+  return where.empty() ? std::string(key) : std::string(where) + "." + std::string(key);
+}
+
+Status ReadString(const YAML::Node& parent, std::string_view where, const char* key, std::string* out) {
+  YAML::Node n = parent[key];
+  if (!n) return Status::Ok();
+  if (!n.IsScalar()) return Status::InvalidArgument(Join(where, key) + ": must be a string");
+  *out = n.as<std::string>();
+  return Status::Ok();
+}
+
+Status ReadBool(const YAML::Node& parent, std::string_view where, const char* key, bool* out) {
+  YAML::Node n = parent[key];
+  if (!n) return Status::Ok();
+  bool v = false;
+  if (!n.IsScalar() || !YAML::convert<bool>::decode(n, v)) {
+    return Status::InvalidArgument(Join(where, key) + ": must be true or false");
+  }
+  *out = v;
+  return Status::Ok();
+}
+
+Status ReadUint(const YAML::Node& parent, std::string_view where, const char* key, uint64_t lo, uint64_t hi,
+                uint64_t* out) {
+  YAML::Node n = parent[key];
+  if (!n) return Status::Ok();
+  const std::string range = " must be an integer in " + std::to_string(lo) + ".." + std::to_string(hi);
+  if (!n.IsScalar()) return Status::InvalidArgument(Join(where, key) + ":" + range);
+  const std::string& text = n.Scalar();
+  uint64_t v = 0;
+  if (text.empty() || text.size() > 20) return Status::InvalidArgument(Join(where, key) + ":" + range);
+  for (char c : text) {
+    if (c < '0' || c > '9') return Status::InvalidArgument(Join(where, key) + ":" + range);
+    if (v > (std::numeric_limits<uint64_t>::max() - (c - '0')) / 10) {
+      return Status::InvalidArgument(Join(where, key) + ":" + range);
+    }
+    v = v * 10 + static_cast<uint64_t>(c - '0');
+  }
+  if (v < lo || v > hi) return Status::InvalidArgument(Join(where, key) + ":" + range);
+  *out = v;
+  return Status::Ok();
+}
+
+Status ReadPort(const YAML::Node& parent, std::string_view where, const char* key, uint16_t* out) {
+  uint64_t v = *out;
+  RETURN_IF_ERROR(ReadUint(parent, where, key, 1, 65535, &v));
+  *out = static_cast<uint16_t>(v);
+  return Status::Ok();
+}
+
+Status ParseListen(const YAML::Node& n, AgentConfig* c) {
+  RETURN_IF_ERROR(CheckKeys(n, "listen", {"host", "httpPort", "grpcPort", "metricsPort"}));
+  RETURN_IF_ERROR(ReadString(n, "listen", "host", &c->listen_host));
+  RETURN_IF_ERROR(ReadPort(n, "listen", "httpPort", &c->http_port));
+  RETURN_IF_ERROR(ReadPort(n, "listen", "grpcPort", &c->grpc_port));
+  return ReadPort(n, "listen", "metricsPort", &c->metrics_port);
+}
+
+Status ParseModel(const YAML::Node& n, AgentConfig* c) {
+  RETURN_IF_ERROR(CheckKeys(n, "model", {"path", "dummy", "weights"}));
+  RETURN_IF_ERROR(ReadString(n, "model", "path", &c->model_path));
+  if (YAML::Node d = n["dummy"]) {
+    RETURN_IF_ERROR(CheckKeys(d, "model.dummy", {"preset", "seed"}));
+    RETURN_IF_ERROR(ReadString(d, "model.dummy", "preset", &c->dummy_preset));
+    RETURN_IF_ERROR(
+        ReadUint(d, "model.dummy", "seed", 0, std::numeric_limits<uint64_t>::max(), &c->dummy_seed));
+    if (c->dummy_preset.empty()) return Status::InvalidArgument("model.dummy.preset: required");
+  }
+  std::string weights(engine::WeightFormatName(c->weights));
+  RETURN_IF_ERROR(ReadString(n, "model", "weights", &weights));
+  StatusOr<engine::WeightFormat> format = engine::ParseWeightFormat(weights);
+  if (!format.ok()) return format.status().WithContext("model.weights");
+  c->weights = *format;
+  return Status::Ok();
+}
+
+Status ParseKvCache(const YAML::Node& n, AgentConfig* c) {
+  RETURN_IF_ERROR(CheckKeys(n, "kvCache", {"dtype", "bytes"}));
+  std::string dtype(engine::KvCacheDtypeName(c->kv_cache));
+  RETURN_IF_ERROR(ReadString(n, "kvCache", "dtype", &dtype));
+  StatusOr<engine::KvCacheDtype> d = engine::ParseKvCacheDtype(dtype);
+  if (!d.ok()) return d.status().WithContext("kvCache.dtype");
+  c->kv_cache = *d;
+  return ReadUint(n, "kvCache", "bytes", 1, std::numeric_limits<uint64_t>::max(), &c->kv_cache_bytes);
+}
+
+Status ParseIntegrity(const YAML::Node& n, AgentConfig* c) {
+  RETURN_IF_ERROR(CheckKeys(n, "integrity", {"pageTags", "transferChecksum"}));
+  RETURN_IF_ERROR(ReadBool(n, "integrity", "pageTags", &c->page_tags));
+  return ReadBool(n, "integrity", "transferChecksum", &c->transfer_checksum);
+}
+
+Status ParseRoot(const YAML::Node& root, AgentConfig* c) {
+  if (!root || root.IsNull()) return Status::Ok();  // an empty file: all defaults
+  RETURN_IF_ERROR(
+      CheckKeys(root, "", {"role", "deployment", "pool", "listen", "model", "kvCache", "integrity"}));
+  std::string role(RoleName(c->role));
+  RETURN_IF_ERROR(ReadString(root, "", "role", &role));
+  StatusOr<Role> r = ParseRole(role);
+  if (!r.ok()) return r.status().WithContext("role");
+  c->role = *r;
+  c->pool = std::string(RoleName(c->role));
+  RETURN_IF_ERROR(ReadString(root, "", "deployment", &c->deployment));
+  RETURN_IF_ERROR(ReadString(root, "", "pool", &c->pool));
+  if (YAML::Node n = root["listen"]) RETURN_IF_ERROR(ParseListen(n, c));
+  if (YAML::Node n = root["model"]) RETURN_IF_ERROR(ParseModel(n, c));
+  if (YAML::Node n = root["kvCache"]) RETURN_IF_ERROR(ParseKvCache(n, c));
+  if (YAML::Node n = root["integrity"]) RETURN_IF_ERROR(ParseIntegrity(n, c));
+  return Status::Ok();
+}
+
+}  // namespace
+
+std::string_view RoleName(Role role) {
+  switch (role) {
+    case Role::kRouter: return "router";
+    case Role::kPrefill: return "prefill";
+    case Role::kDecode: return "decode";
+    case Role::kStandalone: return "standalone";
+  }
+  return "?";
+}
+
+StatusOr<Role> ParseRole(std::string_view name) {
+  for (Role r : {Role::kRouter, Role::kPrefill, Role::kDecode, Role::kStandalone}) {
+    if (name == RoleName(r)) return r;
+  }
+  return Status::InvalidArgument("unknown role '" + std::string(name) +
+                                 "' (expected router, prefill, decode or standalone)");
+}
+
+Status ValidateAgentConfig(const AgentConfig& c) {
+  if (c.http_port == c.grpc_port || c.http_port == c.metrics_port || c.grpc_port == c.metrics_port) {
+    return Status::InvalidArgument("listen: httpPort, grpcPort and metricsPort must differ");
+  }
+  if (c.role != Role::kRouter && c.model_path.empty() == c.dummy_preset.empty()) {
+    return Status::InvalidArgument("model: exactly one of model.path and model.dummy is required for role " +
+                                   std::string(RoleName(c.role)));
+  }
+  if (c.deployment.empty() || c.pool.empty()) {
+    return Status::InvalidArgument("deployment and pool must not be empty (they label every metric)");
+  }
+  return Status::Ok();
+}
+
+StatusOr<AgentConfig> ParseAgentConfig(std::string_view yaml_text) {
+  AgentConfig config;
+  try {
+    YAML::Node root = YAML::Load(std::string(yaml_text));
+    RETURN_IF_ERROR(ParseRoot(root, &config));
+  } catch (const YAML::Exception& e) {
+    return Status::InvalidArgument(std::string("malformed YAML: ") + e.what());
+  }
+  RETURN_IF_ERROR(ValidateAgentConfig(config));
+  return config;
+}
+
+StatusOr<AgentConfig> LoadAgentConfig(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return Status::NotFound(path + ": cannot open");
+  std::ostringstream text;
+  text << in.rdbuf();
+  StatusOr<AgentConfig> config = ParseAgentConfig(text.str());
+  if (!config.ok()) return config.status().WithContext(path);
+  return config;
+}
+
+}  // namespace tandem::agent

@@ -1,0 +1,108 @@
+#include "agent/config.h"
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include <gtest/gtest.h>
+
+namespace tandem::agent {
+namespace {
+
+TEST(AgentConfigTest, FullDecodeConfig) {
+  StatusOr<AgentConfig> c = ParseAgentConfig(R"(
+role: decode
+deployment: kimi-k2
+listen: {host: 127.0.0.1, httpPort: 8001, grpcPort: 50061, metricsPort: 9401}
+model:
+  path: /models/kimi-k2.6
+  weights: int4
+kvCache: {dtype: fp8_e4m3, bytes: 68719476736}
+integrity: {pageTags: true, transferChecksum: false}
+)");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->role, Role::kDecode);
+  EXPECT_EQ(c->deployment, "kimi-k2");
+  EXPECT_EQ(c->pool, "decode");  // defaults to the role
+  EXPECT_EQ(c->listen_host, "127.0.0.1");
+  EXPECT_EQ(c->http_port, 8001);
+  EXPECT_EQ(c->grpc_port, 50061);
+  EXPECT_EQ(c->metrics_port, 9401);
+  EXPECT_EQ(c->model_path, "/models/kimi-k2.6");
+  EXPECT_EQ(c->weights, engine::WeightFormat::kInt4Group32);
+  EXPECT_EQ(c->kv_cache, engine::KvCacheDtype::kFp8E4M3);
+  EXPECT_EQ(c->kv_cache_bytes, 68719476736ull);
+  EXPECT_TRUE(c->page_tags);
+  EXPECT_FALSE(c->transfer_checksum);
+}
+
+TEST(AgentConfigTest, DummyModelAndDefaults) {
+  StatusOr<AgentConfig> c = ParseAgentConfig("model: {dummy: {preset: tiny, seed: 7}}\n");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->role, Role::kStandalone);
+  EXPECT_EQ(c->dummy_preset, "tiny");
+  EXPECT_EQ(c->dummy_seed, 7u);
+  EXPECT_EQ(c->weights, engine::WeightFormat::kBf16);
+  EXPECT_EQ(c->kv_cache, engine::KvCacheDtype::kBf16);
+  EXPECT_EQ(c->http_port, 8000);
+}
+
+TEST(AgentConfigTest, RouterNeedsNoModel) {
+  StatusOr<AgentConfig> c = ParseAgentConfig("role: router\n");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->role, Role::kRouter);
+}
+
+// Each bad input gives InvalidArgument naming the key, never a crash or an exception.
+TEST(AgentConfigTest, BadInputsNameTheKey) {
+  struct Case {
+    const char* yaml;
+    const char* expect_in_message;
+  };
+  const Case cases[] = {
+      {"role: sideways\n", "role: unknown role 'sideways'"},
+      {"rol: decode\n", "rol: unknown key"},
+      {"listen: {grpcPort: 70000}\nmodel: {path: /m}\n", "listen.grpcPort: must be an integer in 1..65535"},
+      {"listen: {grpcPort: -1}\nmodel: {path: /m}\n", "listen.grpcPort"},
+      {"listen: {grpcPort: [1]}\nmodel: {path: /m}\n", "listen.grpcPort"},
+      {"listen: {httpPort: 9400}\nmodel: {path: /m}\n", "must differ"},
+      {"listen: 5\n", "listen: must be a mapping"},
+      {"model: {path: /m, weights: int3}\n", "model.weights: unknown weight format 'int3'"},
+      {"model: {path: /m}\nkvCache: {dtype: fp8_e5m2}\n", "kvCache.dtype: unknown KV cache dtype"},
+      {"model: {path: /m}\nkvCache: {bytes: 0}\n", "kvCache.bytes"},
+      {"model: {path: /m}\nkvCache: {bytes: 99999999999999999999999}\n", "kvCache.bytes"},
+      {"model: {path: /m}\nintegrity: {pageTags: maybe}\n", "integrity.pageTags: must be true or false"},
+      {"model: {path: /m, dummy: {preset: tiny}}\n", "exactly one of model.path and model.dummy"},
+      {"role: decode\n", "exactly one of model.path and model.dummy"},
+      {"model: {dummy: {seed: 1}}\n", "model.dummy.preset: required"},
+      {"role: [decode\n", "malformed YAML"},
+      {"- a\n- b\n", "must be a mapping"},
+  };
+  for (const Case& c : cases) {
+    StatusOr<AgentConfig> got = ParseAgentConfig(c.yaml);
+    ASSERT_FALSE(got.ok()) << c.yaml;
+    EXPECT_EQ(got.status().code(), StatusCode::kInvalidArgument) << c.yaml;
+    EXPECT_NE(got.status().message().find(c.expect_in_message), std::string::npos)
+        << "yaml: " << c.yaml << "message: " << got.status().message();
+  }
+}
+
+TEST(AgentConfigTest, LoadFromFile) {
+  std::string path = ::testing::TempDir() + "agent_config_test.yaml";
+  {
+    std::ofstream out(path);
+    out << "role: prefill\nmodel: {path: /m, weights: fp8}\n";
+  }
+  StatusOr<AgentConfig> c = LoadAgentConfig(path);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->role, Role::kPrefill);
+  EXPECT_EQ(c->weights, engine::WeightFormat::kFp8Block128);
+  std::remove(path.c_str());
+
+  StatusOr<AgentConfig> missing = LoadAgentConfig(path);
+  EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(missing.status().message().find(path), std::string::npos);
+}
+
+}  // namespace
+}  // namespace tandem::agent

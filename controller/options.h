@@ -1,0 +1,32 @@
+#pragma once
+// tandem-controller's command-line options, with the same names and defaults as
+// controller-runtime managers so operators' habits carry over.
+
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace tandem::controller {
+
+struct ControllerOptions {
+  std::string kubeconfig;                           // empty: in-cluster service account
+  std::string metrics_bind_address = ":8080";       // /metrics
+  std::string health_probe_bind_address = ":8081";  // /healthz, /readyz
+  std::string watch_namespace;                      // empty: all namespaces
+  bool leader_elect = true;
+  std::string leader_election_namespace = "tandem-system";
+  std::string leader_election_id = "tandem-controller";
+  int lease_duration_s = 15;
+  int renew_deadline_s = 10;
+  int retry_period_s = 2;
+};
+
+// Parses `--name=value` / `--name value` flags (argv[0] excluded).
+// Errors: unknown flags, missing values, non-integers, and lease timings that cannot work
+// (retry < renew < lease, as client-go's leader election requires).
+StatusOr<ControllerOptions> ParseControllerFlags(const std::vector<std::string>& args);
+
+Status ValidateControllerOptions(const ControllerOptions& options);
+
+}  // namespace tandem::controller

@@ -1,0 +1,55 @@
+#include "controller/options.h"
+
+#include <gtest/gtest.h>
+
+namespace tandem::controller {
+namespace {
+
+TEST(ControllerOptionsTest, Defaults) {
+  StatusOr<ControllerOptions> o = ParseControllerFlags({});
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  EXPECT_TRUE(o->leader_elect);
+  EXPECT_EQ(o->metrics_bind_address, ":8080");
+  EXPECT_EQ(o->lease_duration_s, 15);
+  EXPECT_EQ(o->renew_deadline_s, 10);
+  EXPECT_EQ(o->retry_period_s, 2);
+}
+
+TEST(ControllerOptionsTest, BothFlagSpellings) {
+  StatusOr<ControllerOptions> o =
+      ParseControllerFlags({"--kubeconfig", "/tmp/kc", "--leader-elect=false", "--lease-duration=30",
+                            "--renew-deadline", "20", "--namespace=ml"});
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  EXPECT_EQ(o->kubeconfig, "/tmp/kc");
+  EXPECT_FALSE(o->leader_elect);
+  EXPECT_EQ(o->lease_duration_s, 30);
+  EXPECT_EQ(o->renew_deadline_s, 20);
+  EXPECT_EQ(o->watch_namespace, "ml");
+}
+
+TEST(ControllerOptionsTest, Errors) {
+  struct Case {
+    std::vector<std::string> args;
+    const char* expect;
+  };
+  const Case cases[] = {
+      {{"--frobnicate=1"}, "unknown flag --frobnicate"},
+      {{"positional"}, "unexpected argument"},
+      {{"--kubeconfig"}, "--kubeconfig: missing value"},
+      {{"--lease-duration=abc"}, "want a positive number of seconds"},
+      {{"--lease-duration=15s"}, "want a positive number of seconds"},
+      {{"--retry-period=0"}, "want a positive number of seconds"},
+      {{"--leader-elect=yes"}, "want true or false"},
+      {{"--renew-deadline=15"}, "--retry-period < --renew-deadline < --lease-duration"},
+      {{"--leader-election-id="}, "--leader-elect needs"},
+  };
+  for (const Case& c : cases) {
+    StatusOr<ControllerOptions> o = ParseControllerFlags(c.args);
+    ASSERT_FALSE(o.ok()) << c.args[0];
+    EXPECT_EQ(o.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(o.status().message().find(c.expect), std::string::npos) << o.status().message();
+  }
+}
+
+}  // namespace
+}  // namespace tandem::controller

@@ -1,0 +1,64 @@
+#include "engine/formats/convert.h"
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "engine/formats/float_codecs.h"
+
+namespace tandem::engine {
+namespace {
+
+std::vector<uint16_t> RandomBf16(size_t n, float stddev, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.0f, stddev);
+  std::vector<uint16_t> out(n);
+  for (auto& v : out) v = FloatToBf16(dist(rng));
+  return out;
+}
+
+TEST(ConvertTest, Bf16ToFp8MatchesScalarCodec) {
+  for (size_t n : {size_t{1}, size_t{17}, size_t{97}, size_t{576}}) {
+    std::vector<uint16_t> in = RandomBf16(n, 3.0f, static_cast<uint32_t>(n));
+    std::vector<uint8_t> out(n);
+    const float inv_scale = 1.0f / 0.02f;
+    ConvertBf16ToFp8E4M3Ref(in.data(), out.data(), n, inv_scale);
+    for (size_t i = 0; i < n; ++i) {
+      ASSERT_EQ(out[i], FloatToFp8E4M3(Bf16ToFloat(in[i]) * inv_scale)) << "n=" << n << " i=" << i;
+    }
+  }
+}
+
+TEST(ConvertTest, ScaleMapsAbsMaxToFp8Max) {
+  std::vector<uint16_t> in = {FloatToBf16(1.0f), FloatToBf16(-8.96f), FloatToBf16(2.0f)};
+  float scale = Fp8E4M3ScaleForBf16(in.data(), in.size());
+  EXPECT_FLOAT_EQ(scale, Bf16ToFloat(FloatToBf16(-8.96f)) * -1.0f / kFp8E4M3Max);
+  std::vector<uint16_t> zeros(5, 0);
+  EXPECT_EQ(Fp8E4M3ScaleForBf16(zeros.data(), zeros.size()), 1.0f);
+}
+
+// A scaled FP8 round trip of Gaussian data keeps the relative Frobenius error near E4M3's
+// half-ulp (2^-4 relative), far below what a wrong scale or a dropped bit would give.
+TEST(ConvertTest, ScaledRoundTripRelativeError) {
+  const size_t n = 64 * 576;  // one page of 64 tokens of MLA latent
+  std::vector<uint16_t> in = RandomBf16(n, 1.5f, 7);
+  float scale = Fp8E4M3ScaleForBf16(in.data(), n);
+  std::vector<uint8_t> fp8(n);
+  std::vector<uint16_t> back(n);
+  ConvertBf16ToFp8E4M3Ref(in.data(), fp8.data(), n, 1.0f / scale);
+  ConvertFp8E4M3ToBf16Ref(fp8.data(), back.data(), n, scale);
+  double err = 0, ref = 0;
+  for (size_t i = 0; i < n; ++i) {
+    double a = Bf16ToFloat(in[i]), b = Bf16ToFloat(back[i]);
+    err += (a - b) * (a - b);
+    ref += a * a;
+  }
+  double rel = std::sqrt(err / ref);
+  EXPECT_LT(rel, 0.04);
+  EXPECT_GT(rel, 0.005);  // FP8 is lossy: an exact round trip would mean no conversion happened
+}
+
+}  // namespace
+}  // namespace tandem::engine

@@ -1,0 +1,42 @@
+// `tandem`: the command line (subcommands `version`, `demo`; later `local`, `bench`, `quantize`,
+// `eval`, `make-model` as the roadmap lands them).
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "tools/commands.h"
+
+namespace {
+
+struct Subcommand {
+  const char* name;
+  const char* summary;
+  int (*run)(const std::vector<std::string>&);
+};
+
+constexpr Subcommand kSubcommands[] = {
+    {"version", "build, CPU features and accelerators of this binary", tandem::tools::RunVersion},
+    {"demo", "the engine's smallest end-to-end run: a KV page through BF16 and FP8", tandem::tools::RunDemo},
+};
+
+void Usage(FILE* out) {
+  std::fprintf(out, "usage: tandem <command> [args]\n\ncommands:\n");
+  for (const Subcommand& s : kSubcommands) std::fprintf(out, "  %-10s %s\n", s.name, s.summary);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "help") == 0) {
+    Usage(argc < 2 ? stderr : stdout);
+    return argc < 2 ? 2 : 0;
+  }
+  std::vector<std::string> args(argv + 2, argv + argc);
+  for (const Subcommand& s : kSubcommands) {
+    if (std::strcmp(argv[1], s.name) == 0) return s.run(args);
+  }
+  std::fprintf(stderr, "tandem: unknown command '%s'\n\n", argv[1]);
+  Usage(stderr);
+  return 2;
+}
