@@ -62,8 +62,12 @@ constexpr int64_t Int4ScaleCols(int64_t cols) { return (cols + kInt4GroupSize - 
 // compressed-tensors' `pack-quantized` (see formats/weights_ref.cc for the exact rules).
 void QuantizeInt4Group32Ref(const float* w, int64_t rows, int64_t cols, int32_t* packed, uint16_t* scale);
 void DequantizeInt4Group32Ref(const Int4GroupWeightView& w, float* out);
+// q: [N, K] int4 values in [-8, 7] held in int8 <-> packed: [N, ceil(K/8)] as `weight_packed`.
+// Nibbles past K in a row's last word are 0, as compressed-tensors' pack_to_int32 leaves them.
+void PackInt4Ref(const int8_t* q, int64_t rows, int64_t cols, int32_t* packed);
+void UnpackInt4Ref(const int32_t* packed, int64_t rows, int64_t cols, int8_t* q);
 
-// FP8 e4m3 with one fp32 scale per 128x128 block (scale_inv = max|block| / 448).
+// FP8 e4m3 with one fp32 scale per 128x128 block (scale_inv = max(max|block|, 1e-4) / 448).
 void QuantizeFp8Block128Ref(const float* w, int64_t rows, int64_t cols, uint8_t* data, float* scale_inv);
 void DequantizeFp8Block128Ref(const Fp8BlockWeightView& w, float* out);
 
