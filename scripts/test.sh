@@ -4,7 +4,8 @@
 #   2. checks formatting (clang-format) and layering;
 #   3. builds build/ (CUDA compiled when nvcc exists) and runs every CTest test;
 #   4. builds build-asan/ (common + engine only, ASan + UBSan, GoogleTest and nlohmann/json taken
-#      the way a bare CUDA machine takes them) and runs its unit tests.
+#      the way a bare CUDA machine takes them) and runs its unit tests;
+#   5. fuzzes the safetensors header parser for 60 s (scripts/fuzz.sh, clang + libFuzzer).
 # Options: --tsan also builds build-tsan/ (ThreadSanitizer) and runs its unit tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -31,6 +32,9 @@ bash scripts/build.sh build-asan -DTANDEM_ENGINE_ONLY=ON -DTANDEM_SANITIZE=addre
   -DTANDEM_GTEST_SOURCE_DIR=/usr/src/googletest -DTANDEM_JSON_INCLUDE_DIR=/usr/include
 (cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
   ctest --output-on-failure --parallel "$(nproc)" -L unit --no-tests=error)
+
+echo "== fuzz: safetensors header parser (libFuzzer, ASan + UBSan) =="
+bash scripts/fuzz.sh 60
 
 if [ "$tsan" -eq 1 ]; then
   echo "== build-tsan/ (ThreadSanitizer) =="

@@ -10,7 +10,24 @@
 namespace tandem::engine {
 
 // Storage element types the engine moves around.
-enum class DType : uint8_t { kF32, kF16, kBF16, kF8E4M3, kF8E5M2, kI32, kU8 };
+// Enumerators are only ever appended: the first seven were the original set.
+enum class DType : uint8_t {
+  kF32,
+  kF16,
+  kBF16,
+  kF8E4M3,
+  kF8E5M2,
+  kI32,
+  kU8,
+  kF64,
+  kI64,
+  kI16,
+  kI8,
+  kBool,  // one byte per element, 0 or 1
+  kU16,
+  kU32,
+  kU64,
+};
 
 constexpr size_t DTypeBytes(DType t) {
   switch (t) {
@@ -21,6 +38,14 @@ constexpr size_t DTypeBytes(DType t) {
     case DType::kF8E5M2: return 1;
     case DType::kI32: return 4;
     case DType::kU8: return 1;
+    case DType::kF64: return 8;
+    case DType::kI64: return 8;
+    case DType::kI16: return 2;
+    case DType::kI8: return 1;
+    case DType::kBool: return 1;
+    case DType::kU16: return 2;
+    case DType::kU32: return 4;
+    case DType::kU64: return 8;
   }
   return 0;
 }
@@ -34,6 +59,14 @@ constexpr std::string_view DTypeName(DType t) {
     case DType::kF8E5M2: return "f8_e5m2";
     case DType::kI32: return "i32";
     case DType::kU8: return "u8";
+    case DType::kF64: return "f64";
+    case DType::kI64: return "i64";
+    case DType::kI16: return "i16";
+    case DType::kI8: return "i8";
+    case DType::kBool: return "bool";
+    case DType::kU16: return "u16";
+    case DType::kU32: return "u32";
+    case DType::kU64: return "u64";
   }
   return "?";
 }
