@@ -1,0 +1,328 @@
+// CPU matmul benchmarks (Google Benchmark): GEMV and GEMM per weight format, 1 and 2 threads,
+// with weights several times larger than the L3 cache (several distinct matrices, cycled), plus
+// the two machine ceilings every figure is compared with:
+//   - read bandwidth: 512 MiB streamed read-only by 2 threads with 4 independent streams each;
+//   - fp32 FMA peak: independent register FMA chains on every thread.
+// Each GEMV reports weight GB/s (checkpoint bytes: weights + scales) and `bw_frac`, that rate over
+// the measured read bandwidth; each GEMM reports GFLOP/s and `fma_frac`.
+//
+//   build/engine/matmul_bench [--benchmark_filter=gemv/int4] [--benchmark_min_time=0.5s]
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <benchmark/benchmark.h>
+#include <immintrin.h>
+
+#include "engine/core/cpu_features.h"
+#include "engine/core/thread_pool.h"
+#include "engine/formats/float_codecs.h"
+#include "engine/kernels/cpu/matmul.h"
+
+namespace tandem::engine::kernels::cpu {
+namespace {
+
+constexpr int64_t kL3Bytes = 32ll << 20;
+constexpr int64_t kWorkingSetBytes = 7 * kL3Bytes;  // weights cycled through per format
+
+uint64_t NextRandom(uint64_t* s) {
+  *s ^= *s << 13;
+  *s ^= *s >> 7;
+  *s ^= *s << 17;
+  return *s;
+}
+
+// ---- machine ceilings ---------------------------------------------------------------------------
+__attribute__((target("avx2"))) uint64_t ReadStreams(const uint8_t* base, int64_t bytes, int streams) {
+  // `streams` independent sequential readers over equal slices of [base, base + bytes).
+  const int64_t slice = bytes / streams / 32 * 32;
+  __m256i acc[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(),
+                    _mm256_setzero_si256()};
+  for (int64_t off = 0; off < slice; off += 64) {
+    for (int s = 0; s < streams; ++s) {
+      const __m256i* p = reinterpret_cast<const __m256i*>(base + s * slice + off);
+      acc[s] = _mm256_or_si256(acc[s], _mm256_xor_si256(_mm256_load_si256(p), _mm256_load_si256(p + 1)));
+    }
+  }
+  __m256i all = _mm256_or_si256(_mm256_or_si256(acc[0], acc[1]), _mm256_or_si256(acc[2], acc[3]));
+  return static_cast<uint64_t>(_mm256_extract_epi64(all, 0));
+}
+
+struct ReadBuffer {
+  int64_t bytes = 512ll << 20;
+  uint8_t* data = nullptr;
+  ReadBuffer() {
+    data = static_cast<uint8_t*>(std::aligned_alloc(64, static_cast<size_t>(bytes)));
+    uint64_t s = 88172645463325252ull;
+    for (int64_t i = 0; i < bytes; i += 8) {
+      uint64_t v = NextRandom(&s);
+      std::memcpy(data + i, &v, 8);
+    }
+  }
+  ~ReadBuffer() { std::free(data); }
+};
+
+ReadBuffer& Buffer() {
+  static ReadBuffer buffer;
+  return buffer;
+}
+
+// One pass over the buffer by `threads` threads, `streams` streams each; returns seconds.
+double ReadPass(int threads, int streams) {
+  ReadBuffer& b = Buffer();
+  const int64_t per_thread = b.bytes / threads;
+  std::vector<std::thread> pool;
+  std::vector<uint64_t> sink(static_cast<size_t>(threads));
+  auto start = std::chrono::steady_clock::now();
+  for (int t = 0; t < threads; ++t) {
+    pool.emplace_back([&, t] { sink[t] = ReadStreams(b.data + t * per_thread, per_thread, streams); });
+  }
+  for (auto& th : pool) th.join();
+  benchmark::DoNotOptimize(sink.data());
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// Best of several passes, bytes/s: the ceiling GEMV figures are compared with.
+double MeasuredReadBandwidth() {
+  static const double bw = [] {
+    double best = 1e30;
+    for (int i = 0; i < 5; ++i) best = std::min(best, ReadPass(2, 4));
+    return static_cast<double>(Buffer().bytes) / best;
+  }();
+  return bw;
+}
+
+// 12 independent FMA chains in named registers (an array would be kept on the stack).
+__attribute__((target("avx2,fma"))) float FmaChains(int64_t iters) {
+  __m256 a0 = _mm256_set1_ps(1.00f), a1 = _mm256_set1_ps(1.01f), a2 = _mm256_set1_ps(1.02f);
+  __m256 a3 = _mm256_set1_ps(1.03f), a4 = _mm256_set1_ps(1.04f), a5 = _mm256_set1_ps(1.05f);
+  __m256 a6 = _mm256_set1_ps(1.06f), a7 = _mm256_set1_ps(1.07f), a8 = _mm256_set1_ps(1.08f);
+  __m256 a9 = _mm256_set1_ps(1.09f), a10 = _mm256_set1_ps(1.10f), a11 = _mm256_set1_ps(1.11f);
+  const __m256 b = _mm256_set1_ps(0.999999f), c = _mm256_set1_ps(1e-7f);
+  for (int64_t it = 0; it < iters; ++it) {
+    a0 = _mm256_fmadd_ps(a0, b, c);
+    a1 = _mm256_fmadd_ps(a1, b, c);
+    a2 = _mm256_fmadd_ps(a2, b, c);
+    a3 = _mm256_fmadd_ps(a3, b, c);
+    a4 = _mm256_fmadd_ps(a4, b, c);
+    a5 = _mm256_fmadd_ps(a5, b, c);
+    a6 = _mm256_fmadd_ps(a6, b, c);
+    a7 = _mm256_fmadd_ps(a7, b, c);
+    a8 = _mm256_fmadd_ps(a8, b, c);
+    a9 = _mm256_fmadd_ps(a9, b, c);
+    a10 = _mm256_fmadd_ps(a10, b, c);
+    a11 = _mm256_fmadd_ps(a11, b, c);
+  }
+  __m256 s = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)),
+                           _mm256_add_ps(_mm256_add_ps(a4, a5), _mm256_add_ps(a6, a7)));
+  s = _mm256_add_ps(s, _mm256_add_ps(_mm256_add_ps(a8, a9), _mm256_add_ps(a10, a11)));
+  return _mm256_cvtss_f32(s);
+}
+
+// fp32 FLOP/s with every one of `threads` threads running FMA chains.
+double FmaPass(int threads) {
+  const int64_t iters = 20'000'000;
+  std::vector<std::thread> pool;
+  std::vector<float> sink(static_cast<size_t>(threads));
+  auto start = std::chrono::steady_clock::now();
+  for (int t = 0; t < threads; ++t) pool.emplace_back([&, t] { sink[t] = FmaChains(iters); });
+  for (auto& th : pool) th.join();
+  benchmark::DoNotOptimize(sink.data());
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return static_cast<double>(threads) * iters * 12 * 8 * 2 / secs;
+}
+
+double MeasuredFmaPeak() {
+  static const double peak = [] {
+    double best = 0;
+    for (int i = 0; i < 3; ++i) best = std::max(best, FmaPass(2));
+    return best;
+  }();
+  return peak;
+}
+
+void BM_ReadBandwidth(benchmark::State& state) {
+  const int threads = static_cast<int>(state.range(0)), streams = static_cast<int>(state.range(1));
+  for (auto _ : state) state.SetIterationTime(ReadPass(threads, streams));
+  state.SetBytesProcessed(state.iterations() * Buffer().bytes);
+}
+
+void BM_FmaPeak(benchmark::State& state) {
+  double flops = 0;
+  for (auto _ : state) flops = FmaPass(static_cast<int>(state.range(0)));
+  state.counters["GFLOP/s"] = flops * 1e-9;
+}
+
+// ---- weights ------------------------------------------------------------------------------------
+struct WeightSet {
+  std::vector<PackedWeight> matrices;
+  int64_t checkpoint_bytes = 0;  // per matrix: weights + scales as a checkpoint stores them
+};
+
+PackedWeight MakeWeight(WeightFormat f, int64_t n, int64_t k, uint64_t seed, int64_t* checkpoint_bytes) {
+  uint64_t s = seed * 0x9e3779b97f4a7c15ull + 1;
+  switch (f) {
+    case WeightFormat::kBf16: {
+      std::vector<uint16_t> w(static_cast<size_t>(n * k));
+      for (auto& v : w) {
+        const uint64_t r = NextRandom(&s);
+        v = static_cast<uint16_t>((r & 0x807f) | ((118 + (r >> 16) % 8) << 7));  // ±[2^-9, 2^-1)
+      }
+      *checkpoint_bytes = n * k * 2;
+      return *PackedWeight::FromBf16({w.data(), n, k});
+    }
+    case WeightFormat::kFp8Block128: {
+      std::vector<uint8_t> w(static_cast<size_t>(n * k));
+      for (auto& v : w) {
+        v = static_cast<uint8_t>(NextRandom(&s));
+        if ((v & 0x7f) == 0x7f) v ^= 1;
+      }
+      std::vector<float> scale(static_cast<size_t>(Fp8ScaleRows(n) * Fp8ScaleCols(k)), 1e-3f);
+      *checkpoint_bytes = n * k + static_cast<int64_t>(scale.size()) * 4;
+      return *PackedWeight::FromFp8({w.data(), scale.data(), n, k});
+    }
+    case WeightFormat::kInt4Group32: {
+      std::vector<int32_t> packed(static_cast<size_t>(n * Int4PackedCols(k)));
+      for (auto& v : packed) v = static_cast<int32_t>(NextRandom(&s));
+      std::vector<uint16_t> scale(static_cast<size_t>(n * Int4ScaleCols(k)), FloatToBf16(0.01f));
+      *checkpoint_bytes = static_cast<int64_t>(packed.size() * 4 + scale.size() * 2);
+      return *PackedWeight::FromInt4({packed.data(), scale.data(), n, k});
+    }
+  }
+  std::abort();
+}
+
+// Enough distinct matrices of one shape that cycling through them streams from DRAM.
+const WeightSet& Weights(WeightFormat f, int64_t n, int64_t k) {
+  static std::vector<std::pair<std::string, std::unique_ptr<WeightSet>>> cache;
+  const std::string key = std::string(WeightFormatName(f)) + std::to_string(n) + "x" + std::to_string(k);
+  for (auto& [name, set] : cache) {
+    if (name == key) return *set;
+  }
+  auto set = std::make_unique<WeightSet>();
+  int64_t bytes = 0;
+  set->matrices.push_back(MakeWeight(f, n, k, 1, &bytes));
+  set->checkpoint_bytes = bytes;
+  const int64_t count = std::max<int64_t>(2, (kWorkingSetBytes + bytes - 1) / bytes);
+  for (int64_t i = 1; i < count; ++i) set->matrices.push_back(MakeWeight(f, n, k, i + 1, &bytes));
+  cache.emplace_back(key, std::move(set));
+  return *cache.back().second;
+}
+
+ThreadPool& Pool(int threads) {
+  static ThreadPool one(1), two(2);
+  return threads == 1 ? one : two;
+}
+
+void BM_Gemv(benchmark::State& state, WeightFormat f, int64_t n, int64_t k, Int4Activation act) {
+  const int64_t batch = state.range(0);
+  const int threads = static_cast<int>(state.range(1));
+  const WeightSet& set = Weights(f, n, k);
+  std::vector<float> x(static_cast<size_t>(batch * k), 0.5f), y(static_cast<size_t>(batch * n));
+  MatmulOptions options;
+  options.int4_activation = act;
+  options.gemv_max_batch = std::max<int64_t>(4, batch <= 4 ? 4 : 4);
+  size_t next = 0;
+  for (auto _ : state) {
+    const Status s = Matmul(set.matrices[next], x.data(), batch, y.data(), &Pool(threads), options);
+    if (!s.ok()) state.SkipWithError(s.ToString().c_str());
+    next = (next + 1) % set.matrices.size();
+    benchmark::ClobberMemory();
+  }
+  const double bytes = static_cast<double>(set.checkpoint_bytes) * static_cast<double>(state.iterations());
+  state.counters["weight_GB/s"] = benchmark::Counter(bytes * 1e-9, benchmark::Counter::kIsRate);
+  state.counters["bw_frac"] =
+      benchmark::Counter(bytes / MeasuredReadBandwidth(), benchmark::Counter::kIsRate);
+  state.counters["GFLOP/s"] = benchmark::Counter(
+      2e-9 * batch * n * k * static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+  state.SetLabel(std::string(MatmulIsa()) + (batch > 4 ? " gemm-path" : " gemv-path"));
+}
+
+void BM_Gemm(benchmark::State& state, WeightFormat f, int64_t n, int64_t k) {
+  const int64_t m = state.range(0);
+  const int threads = static_cast<int>(state.range(1));
+  int64_t bytes = 0;
+  static std::vector<std::unique_ptr<PackedWeight>> keep;
+  keep.push_back(std::make_unique<PackedWeight>(MakeWeight(f, n, k, 7, &bytes)));
+  const PackedWeight& w = *keep.back();
+  std::vector<float> x(static_cast<size_t>(m * k)), y(static_cast<size_t>(m * n));
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i % 97) * 0.01f - 0.48f;
+  for (auto _ : state) {
+    const Status s = Matmul(w, x.data(), m, y.data(), &Pool(threads));
+    if (!s.ok()) state.SkipWithError(s.ToString().c_str());
+    benchmark::ClobberMemory();
+  }
+  const double flops = 2.0 * m * n * k * static_cast<double>(state.iterations());
+  state.counters["GFLOP/s"] = benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsRate);
+  state.counters["fma_frac"] = benchmark::Counter(flops / MeasuredFmaPeak(), benchmark::Counter::kIsRate);
+}
+
+void RegisterAll() {
+  benchmark::RegisterBenchmark("mem/read_bandwidth", BM_ReadBandwidth)
+      ->Args({2, 4})
+      ->Args({2, 1})
+      ->Args({1, 4})
+      ->ArgNames({"threads", "streams"})
+      ->UseManualTime()
+      ->Unit(benchmark::kMillisecond);
+  benchmark::RegisterBenchmark("cpu/fma_peak", BM_FmaPeak)
+      ->Arg(1)
+      ->Arg(2)
+      ->ArgNames({"threads"})
+      ->Iterations(3);
+
+  const struct {
+    WeightFormat f;
+    const char* name;
+  } formats[] = {{WeightFormat::kBf16, "bf16"},
+                 {WeightFormat::kFp8Block128, "fp8"},
+                 {WeightFormat::kInt4Group32, "int4"}};
+  // The decode shape: W[4096, 14336] (N x K), batch 1..64.
+  for (const auto& fmt : formats) {
+    auto* b = benchmark::RegisterBenchmark((std::string("gemv/") + fmt.name + "/4096x14336").c_str(), BM_Gemv,
+                                           fmt.f, 4096, 14336, Int4Activation::kInt16);
+    b->ArgNames({"batch", "threads"})->Unit(benchmark::kMillisecond)->UseRealTime();
+    for (int64_t batch : {1, 4, 16, 64}) {
+      for (int64_t t : {1, 2}) b->Args({batch, t});
+    }
+  }
+  benchmark::RegisterBenchmark("gemv/int4_act8/4096x14336", BM_Gemv, WeightFormat::kInt4Group32, 4096, 14336,
+                               Int4Activation::kInt8)
+      ->ArgNames({"batch", "threads"})
+      ->Args({1, 1})
+      ->Args({1, 2})
+      ->Unit(benchmark::kMillisecond)
+      ->UseRealTime();
+  // The prefill shape: M = 512 tokens through W[4096, 4096].
+  for (const auto& fmt : formats) {
+    benchmark::RegisterBenchmark((std::string("gemm/") + fmt.name + "/4096x4096").c_str(), BM_Gemm, fmt.f,
+                                 4096, 4096)
+        ->ArgNames({"m", "threads"})
+        ->Args({512, 1})
+        ->Args({512, 2})
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime();
+  }
+}
+
+}  // namespace
+}  // namespace tandem::engine::kernels::cpu
+
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  using namespace tandem::engine::kernels::cpu;
+  std::printf("cpu: %s; kernels: %s\n", tandem::engine::HostCpuFeatures().ToString().c_str(), MatmulIsa());
+  std::printf("measured read bandwidth (2 threads x 4 streams, 512 MiB): %.2f GB/s\n",
+              MeasuredReadBandwidth() * 1e-9);
+  std::printf("measured fp32 FMA peak (2 threads): %.1f GFLOP/s\n", MeasuredFmaPeak() * 1e-9);
+  RegisterAll();
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

@@ -1,0 +1,76 @@
+#include "engine/core/thread_pool.h"
+
+#include <algorithm>
+
+namespace tandem::engine {
+
+void SplitRange(int64_t n, int64_t grain, int threads, int index, int64_t* begin, int64_t* end) {
+  grain = std::max<int64_t>(grain, 1);
+  const int64_t units = (n + grain - 1) / grain;
+  const int64_t base = units / threads, extra = units % threads;
+  const int64_t first = index * base + std::min<int64_t>(index, extra);
+  const int64_t count = base + (index < extra ? 1 : 0);
+  *begin = std::min(n, first * grain);
+  *end = std::min(n, (first + count) * grain);
+}
+
+ThreadPool::ThreadPool(int num_threads) {
+  for (int i = 1; i < std::max(num_threads, 1); ++i) workers_.emplace_back([this, i] { WorkerLoop(i); });
+}
+
+ThreadPool::~ThreadPool() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  start_cv_.notify_all();
+  for (std::thread& t : workers_) t.join();
+}
+
+void ThreadPool::WorkerLoop(int index) {
+  uint64_t seen = 0;
+  for (;;) {
+    const std::function<void(int64_t, int64_t, int)>* job;
+    int64_t n, grain;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      start_cv_.wait(lock, [&] { return stop_ || generation_ != seen; });
+      if (stop_) return;
+      seen = generation_;
+      job = job_;
+      n = job_n_;
+      grain = job_grain_;
+    }
+    int64_t begin, end;
+    SplitRange(n, grain, num_threads(), index, &begin, &end);
+    if (begin < end) (*job)(begin, end, index);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (--pending_ == 0) done_cv_.notify_one();
+    }
+  }
+}
+
+void ThreadPool::ParallelFor(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t, int)>& fn) {
+  if (n <= 0) return;
+  if (workers_.empty() || n <= grain) {
+    fn(0, n, 0);
+    return;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    job_ = &fn;
+    job_n_ = n;
+    job_grain_ = grain;
+    pending_ = static_cast<int>(workers_.size());
+    ++generation_;
+  }
+  start_cv_.notify_all();
+  int64_t begin, end;
+  SplitRange(n, grain, num_threads(), 0, &begin, &end);
+  if (begin < end) fn(begin, end, 0);
+  std::unique_lock<std::mutex> lock(mu_);
+  done_cv_.wait(lock, [&] { return pending_ == 0; });
+}
+
+}  // namespace tandem::engine

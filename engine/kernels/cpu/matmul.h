@@ -1,0 +1,87 @@
+#pragma once
+// CPU matrix kernels for Linear layers in every weight format: y[m, N] = x[m, K] · Wᵀ.
+//
+// Decode (m <= MatmulOptions::gemv_max_batch) streams the weights once (GEMV, memory-bound);
+// prefill (larger m) dequantizes panels of W into an L1-sized fp32 buffer and runs a
+// register-blocked FMA micro-kernel (GEMM, compute-bound). Activations are fp32 (or bf16 through
+// MatmulBf16), accumulation is fp32. AVX2+FMA+F16C kernels are picked at run time when the CPU
+// has them; a portable C++ path runs elsewhere. The oracle is MatmulRef (double accumulation,
+// straight from checkpoint layout).
+
+#include <cstdint>
+#include <vector>
+
+#include "common/status.h"
+#include "engine/core/dtype.h"
+#include "engine/core/thread_pool.h"
+#include "engine/formats/weights.h"
+
+namespace tandem::engine::kernels::cpu {
+
+// A Linear weight repacked once at load time into the layout the kernels stream.
+class PackedWeight {
+ public:
+  // Copies (and for int4, reorders) the checkpoint tensors. Errors on inconsistent shapes.
+  static StatusOr<PackedWeight> FromBf16(const Bf16WeightView& w);
+  static StatusOr<PackedWeight> FromFp8(const Fp8BlockWeightView& w);
+  static StatusOr<PackedWeight> FromInt4(const Int4GroupWeightView& w);
+
+  WeightFormat format() const { return format_; }
+  int64_t rows() const { return rows_; }
+  int64_t cols() const { return cols_; }
+  // Bytes one GEMV streams: weights plus scales, as stored here.
+  int64_t StreamedBytes() const;
+
+  // Layouts (N = rows, K = cols):
+  //   bf16: bf16_  [N, K] bf16 bits
+  //   fp8:  fp8_   [N, K] e4m3 codes; scale_ [ceil(N/128), ceil(K/128)] fp32
+  //   int4: int4_  [N, G, 16] bytes, G = ceil(K/32): byte i of a group holds element i in its
+  //                low nibble and element i+16 in its high nibble, as (q + 8); padding is q = 0.
+  //         int4_scale_ [N, G] bf16, as in the checkpoint (streamed with the nibbles)
+  const uint16_t* bf16() const { return bf16_.data(); }
+  const uint8_t* fp8() const { return fp8_.data(); }
+  const uint8_t* int4() const { return int4_.data(); }
+  const float* scale() const { return scale_.data(); }               // fp8 block scales
+  const uint16_t* int4_scale() const { return int4_scale_.data(); }  // int4 group scales (bf16)
+  int64_t groups() const { return (cols_ + kInt4GroupSize - 1) / kInt4GroupSize; }
+
+ private:
+  WeightFormat format_ = WeightFormat::kBf16;
+  int64_t rows_ = 0;
+  int64_t cols_ = 0;
+  std::vector<uint16_t> bf16_;
+  std::vector<uint8_t> fp8_;
+  std::vector<uint8_t> int4_;
+  std::vector<float> scale_;
+  std::vector<uint16_t> int4_scale_;
+};
+
+// How INT4 GEMV treats activations. kInt16 quantizes each group of 32 activations to int16 with
+// its own scale (15-bit precision: W4A16 results to within ~1e-5 relative, the exact path);
+// kInt8 quantizes to int8 (faster, ~1e-2 relative: report its fidelity before using it).
+enum class Int4Activation { kInt16, kInt8 };
+
+struct MatmulOptions {
+  Int4Activation int4_activation = Int4Activation::kInt16;
+  bool force_portable = false;  // ignore AVX2 even when present (tests, benchmarks)
+  int64_t gemv_max_batch = 4;   // m above this takes the GEMM path
+};
+
+// y[m, N] = x[m, K] · Wᵀ. x: [m, K] fp32 row-major; y: [m, N] fp32 row-major.
+// REQUIRES: m >= 1; pool non-null. Errors: InvalidArgument on m < 1.
+Status Matmul(const PackedWeight& w, const float* x, int64_t m, float* y, ThreadPool* pool,
+              const MatmulOptions& options = {});
+
+// The same with bf16 activations (x: [m, K] bf16 bits).
+Status MatmulBf16(const PackedWeight& w, const uint16_t* x, int64_t m, float* y, ThreadPool* pool,
+                  const MatmulOptions& options = {});
+
+// Oracles: double accumulation over weights decoded element by element from checkpoint layout.
+void MatmulRef(const Bf16WeightView& w, const float* x, int64_t m, float* y);
+void MatmulRef(const Fp8BlockWeightView& w, const float* x, int64_t m, float* y);
+void MatmulRef(const Int4GroupWeightView& w, const float* x, int64_t m, float* y);
+
+// Which implementation Matmul would use on this machine ("avx2" or "portable").
+const char* MatmulIsa(const MatmulOptions& options = {});
+
+}  // namespace tandem::engine::kernels::cpu

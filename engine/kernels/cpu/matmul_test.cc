@@ -1,0 +1,240 @@
+// Every CPU matmul path against the double-precision oracle over awkward shapes, by normalised
+// mean squared error with named tolerances. The error is normalised by the energy of the products
+// (NMSE = Σ(y - ref)² / Σ_{i,n,k} (w[n][k]·x[i][k])²), which equals Σ ref² for uncorrelated data
+// but does not blow up when one output happens to cancel to almost zero.
+#include "engine/kernels/cpu/matmul.h"
+
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "engine/formats/float_codecs.h"
+
+namespace tandem::engine::kernels::cpu {
+namespace {
+
+// fp32 accumulation over K <= 14336 terms of well-scaled data.
+constexpr double kNmseFp32Accumulation = 1e-9;
+// INT4 with int16 activations: per-group 15-bit activation quantization.
+constexpr double kNmseInt4Int16 = 1e-8;
+// INT4 with int8 activations: 7-bit activation quantization (the fast, lossy mode).
+constexpr double kNmseInt4Int8 = 2e-4;
+
+double Nmse(const std::vector<float>& got, const std::vector<float>& want, double energy) {
+  double err = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    err += (static_cast<double>(got[i]) - want[i]) * (static_cast<double>(got[i]) - want[i]);
+  }
+  return energy > 0 ? err / energy : err;
+}
+
+// A weight in checkpoint layout with random contents, plus the storage it points into.
+struct TestWeight {
+  WeightFormat format;
+  int64_t rows, cols;
+  std::vector<uint16_t> bf16;
+  std::vector<uint8_t> fp8;
+  std::vector<float> fp8_scale;
+  std::vector<int32_t> packed;
+  std::vector<uint16_t> int4_scale;
+
+  TestWeight(WeightFormat f, int64_t n, int64_t k, uint32_t seed) : format(f), rows(n), cols(k) {
+    std::mt19937 rng(seed);
+    std::normal_distribution<float> gauss(0.0f, 0.05f);
+    std::uniform_real_distribution<float> unit(0.5f, 1.5f);
+    switch (f) {
+      case WeightFormat::kBf16:
+        bf16.resize(static_cast<size_t>(n * k));
+        for (auto& v : bf16) v = FloatToBf16(gauss(rng));
+        break;
+      case WeightFormat::kFp8Block128:
+        fp8.resize(static_cast<size_t>(n * k));
+        for (auto& v : fp8) {
+          do v = static_cast<uint8_t>(rng());
+          while ((v & 0x7f) == 0x7f);
+        }
+        fp8_scale.resize(static_cast<size_t>(Fp8ScaleRows(n) * Fp8ScaleCols(k)));
+        for (auto& s : fp8_scale) s = unit(rng) * 1e-3f;
+        break;
+      case WeightFormat::kInt4Group32:
+        packed.resize(static_cast<size_t>(n * Int4PackedCols(k)));
+        for (auto& v : packed) v = static_cast<int32_t>(rng());
+        int4_scale.resize(static_cast<size_t>(n * Int4ScaleCols(k)));
+        for (auto& s : int4_scale) s = FloatToBf16(unit(rng) * 0.01f);
+        break;
+    }
+  }
+
+  StatusOr<PackedWeight> Pack() const {
+    switch (format) {
+      case WeightFormat::kBf16: return PackedWeight::FromBf16({bf16.data(), rows, cols});
+      case WeightFormat::kFp8Block128:
+        return PackedWeight::FromFp8({fp8.data(), fp8_scale.data(), rows, cols});
+      case WeightFormat::kInt4Group32:
+        return PackedWeight::FromInt4({packed.data(), int4_scale.data(), rows, cols});
+    }
+    return Status::Internal("format");
+  }
+
+  // The dequantized weight, decoded independently of the kernels' packing.
+  double At(int64_t n, int64_t k) const {
+    switch (format) {
+      case WeightFormat::kBf16: return Bf16ToFloat(bf16[static_cast<size_t>(n * cols + k)]);
+      case WeightFormat::kFp8Block128:
+        return static_cast<double>(Fp8E4M3ToFloat(fp8[static_cast<size_t>(n * cols + k)])) *
+               fp8_scale[static_cast<size_t>((n / 128) * Fp8ScaleCols(cols) + k / 128)];
+      case WeightFormat::kInt4Group32: {
+        const uint32_t word =
+            static_cast<uint32_t>(packed[static_cast<size_t>(n * Int4PackedCols(cols) + k / 8)]);
+        const int q = static_cast<int>((word >> (4 * (k % 8))) & 0xf) - 8;
+        return q * static_cast<double>(
+                       Bf16ToFloat(int4_scale[static_cast<size_t>(n * Int4ScaleCols(cols) + k / 32)]));
+      }
+    }
+    return 0;
+  }
+
+  // Σ_{i,n,k} (w[n][k] x[i][k])²: the normaliser of Nmse.
+  double Energy(const float* x, int64_t m) const {
+    double e = 0;
+    for (int64_t n = 0; n < rows; ++n) {
+      for (int64_t k = 0; k < cols; ++k) {
+        const double w2 = At(n, k) * At(n, k);
+        for (int64_t i = 0; i < m; ++i) e += w2 * x[i * cols + k] * x[i * cols + k];
+      }
+    }
+    return e;
+  }
+
+  void Ref(const float* x, int64_t m, float* y) const {
+    switch (format) {
+      case WeightFormat::kBf16: MatmulRef(Bf16WeightView{bf16.data(), rows, cols}, x, m, y); break;
+      case WeightFormat::kFp8Block128:
+        MatmulRef(Fp8BlockWeightView{fp8.data(), fp8_scale.data(), rows, cols}, x, m, y);
+        break;
+      case WeightFormat::kInt4Group32:
+        MatmulRef(Int4GroupWeightView{packed.data(), int4_scale.data(), rows, cols}, x, m, y);
+        break;
+    }
+  }
+};
+
+std::vector<float> RandomActivations(int64_t m, int64_t k, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> gauss(0.0f, 1.0f);
+  std::vector<float> x(static_cast<size_t>(m * k));
+  for (auto& v : x) v = gauss(rng);
+  return x;
+}
+
+struct Path {
+  const char* name;
+  MatmulOptions options;
+  double tolerance_int4;
+};
+
+std::vector<Path> Paths() {
+  MatmulOptions portable;
+  portable.force_portable = true;
+  MatmulOptions simd;
+  MatmulOptions simd_i8;
+  simd_i8.int4_activation = Int4Activation::kInt8;
+  MatmulOptions gemm_only;
+  gemm_only.gemv_max_batch = 0;  // every batch takes the GEMM path
+  return {{"portable", portable, kNmseFp32Accumulation},
+          {"simd", simd, kNmseInt4Int16},
+          {"simd_int8_act", simd_i8, kNmseInt4Int8},
+          {"gemm", gemm_only, kNmseFp32Accumulation}};
+}
+
+void CheckAgainstRef(WeightFormat f, int64_t n, int64_t k, int64_t m, ThreadPool* pool) {
+  TestWeight w(f, n, k, static_cast<uint32_t>(n * 131 + k * 7 + m));
+  StatusOr<PackedWeight> packed = w.Pack();
+  ASSERT_TRUE(packed.ok()) << packed.status().ToString();
+  std::vector<float> x = RandomActivations(m, k, static_cast<uint32_t>(k + m));
+  std::vector<float> want(static_cast<size_t>(m * n));
+  w.Ref(x.data(), m, want.data());
+  const double energy = w.Energy(x.data(), m);
+  for (const Path& path : Paths()) {
+    std::vector<float> got(want.size(), std::nanf(""));
+    ASSERT_TRUE(Matmul(*packed, x.data(), m, got.data(), pool, path.options).ok());
+    const double tol = f == WeightFormat::kInt4Group32 ? path.tolerance_int4 : kNmseFp32Accumulation;
+    EXPECT_LE(Nmse(got, want, energy), tol) << "format " << WeightFormatName(f) << " path " << path.name
+                                            << " N=" << n << " K=" << k << " m=" << m;
+  }
+}
+
+class MatmulShapesTest : public ::testing::TestWithParam<WeightFormat> {};
+
+TEST_P(MatmulShapesTest, AwkwardShapesMatchReference) {
+  ThreadPool pool(2);
+  for (int64_t n : {1, 17, 97, 130}) {
+    for (int64_t k : {1, 17, 97, 128, 300}) {
+      for (int64_t m : {1, 2, 3, 4, 5, 7, 13}) CheckAgainstRef(GetParam(), n, k, m, &pool);
+    }
+  }
+}
+
+TEST_P(MatmulShapesTest, LargeDecodeShapeMatchesReference) {
+  ThreadPool pool(2);
+  CheckAgainstRef(GetParam(), 4096, 1000, 1, &pool);  // K not a multiple of 128
+}
+
+TEST_P(MatmulShapesTest, PrefillBatchMatchesReference) {
+  ThreadPool pool(2);
+  CheckAgainstRef(GetParam(), 96, 640, 64, &pool);
+}
+
+INSTANTIATE_TEST_SUITE_P(AllFormats, MatmulShapesTest,
+                         ::testing::Values(WeightFormat::kBf16, WeightFormat::kFp8Block128,
+                                           WeightFormat::kInt4Group32),
+                         [](const auto& info) { return std::string(WeightFormatName(info.param)); });
+
+TEST(MatmulTest, FullSizeExpertShapeBatchOne) {
+  // The benchmark shape (Kimi's dense MLP scale): 4096 x 14336, every format, SIMD path.
+  ThreadPool pool(2);
+  for (WeightFormat f : {WeightFormat::kBf16, WeightFormat::kFp8Block128, WeightFormat::kInt4Group32}) {
+    TestWeight w(f, 4096, 14336, 5);
+    StatusOr<PackedWeight> packed = w.Pack();
+    ASSERT_TRUE(packed.ok());
+    std::vector<float> x = RandomActivations(1, 14336, 9);
+    std::vector<float> want(4096), got(4096);
+    w.Ref(x.data(), 1, want.data());
+    ASSERT_TRUE(Matmul(*packed, x.data(), 1, got.data(), &pool).ok());
+    EXPECT_LE(Nmse(got, want, w.Energy(x.data(), 1)),
+              f == WeightFormat::kInt4Group32 ? kNmseInt4Int16 : kNmseFp32Accumulation)
+        << WeightFormatName(f);
+  }
+}
+
+TEST(MatmulTest, Bf16ActivationsEqualWidenedFp32) {
+  ThreadPool pool(1);
+  TestWeight w(WeightFormat::kFp8Block128, 33, 257, 3);
+  PackedWeight packed = *w.Pack();
+  std::vector<float> x = RandomActivations(2, 257, 4);
+  std::vector<uint16_t> xb(x.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    xb[i] = FloatToBf16(x[i]);
+    x[i] = Bf16ToFloat(xb[i]);
+  }
+  std::vector<float> a(66), b(66);
+  ASSERT_TRUE(Matmul(packed, x.data(), 2, a.data(), &pool).ok());
+  ASSERT_TRUE(MatmulBf16(packed, xb.data(), 2, b.data(), &pool).ok());
+  EXPECT_EQ(a, b);
+}
+
+TEST(MatmulTest, BadArgumentsAreErrors) {
+  ThreadPool pool(1);
+  TestWeight w(WeightFormat::kBf16, 4, 4, 1);
+  PackedWeight packed = *w.Pack();
+  float x[4] = {}, y[4];
+  EXPECT_EQ(Matmul(packed, x, 0, y, &pool).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(PackedWeight::FromBf16({nullptr, 4, 4}).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(PackedWeight::FromInt4({nullptr, nullptr, 0, 32}).status().code(), StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace tandem::engine::kernels::cpu

@@ -1,0 +1,75 @@
+#include <cstring>
+#include <string>
+
+#include "engine/kernels/cpu/matmul.h"
+
+namespace tandem::engine::kernels::cpu {
+namespace {
+
+Status CheckShape(int64_t rows, int64_t cols, const void* data) {
+  if (rows < 1 || cols < 1) {
+    return Status::InvalidArgument("weight shape [" + std::to_string(rows) + ", " + std::to_string(cols) +
+                                   "] must be positive");
+  }
+  if (data == nullptr) return Status::InvalidArgument("weight data is null");
+  return Status::Ok();
+}
+
+}  // namespace
+
+StatusOr<PackedWeight> PackedWeight::FromBf16(const Bf16WeightView& w) {
+  RETURN_IF_ERROR(CheckShape(w.rows, w.cols, w.data));
+  PackedWeight p;
+  p.format_ = WeightFormat::kBf16;
+  p.rows_ = w.rows;
+  p.cols_ = w.cols;
+  p.bf16_.assign(w.data, w.data + w.rows * w.cols);
+  return p;
+}
+
+StatusOr<PackedWeight> PackedWeight::FromFp8(const Fp8BlockWeightView& w) {
+  RETURN_IF_ERROR(CheckShape(w.rows, w.cols, w.data));
+  if (w.scale_inv == nullptr) return Status::InvalidArgument("fp8 weight has no weight_scale_inv");
+  PackedWeight p;
+  p.format_ = WeightFormat::kFp8Block128;
+  p.rows_ = w.rows;
+  p.cols_ = w.cols;
+  p.fp8_.assign(w.data, w.data + w.rows * w.cols);
+  p.scale_.assign(w.scale_inv, w.scale_inv + Fp8ScaleRows(w.rows) * Fp8ScaleCols(w.cols));
+  return p;
+}
+
+StatusOr<PackedWeight> PackedWeight::FromInt4(const Int4GroupWeightView& w) {
+  RETURN_IF_ERROR(CheckShape(w.rows, w.cols, w.packed));
+  if (w.scale == nullptr) return Status::InvalidArgument("int4 weight has no weight_scale");
+  PackedWeight p;
+  p.format_ = WeightFormat::kInt4Group32;
+  p.rows_ = w.rows;
+  p.cols_ = w.cols;
+  const int64_t groups = p.groups(), packed_cols = Int4PackedCols(w.cols);
+  p.int4_.assign(static_cast<size_t>(w.rows * groups * 16), 0x88);  // padding: q = 0 in both nibbles
+  p.int4_scale_.assign(w.scale, w.scale + w.rows * groups);
+  for (int64_t n = 0; n < w.rows; ++n) {
+    const uint32_t* src = reinterpret_cast<const uint32_t*>(w.packed + n * packed_cols);
+    uint8_t* dst = p.int4_.data() + n * groups * 16;
+    for (int64_t k = 0; k < w.cols; ++k) {
+      const uint8_t nib = static_cast<uint8_t>((src[k / 8] >> (4 * (k % 8))) & 0xfu);
+      const int64_t g = k / 32, i = k % 32;
+      uint8_t& byte = dst[g * 16 + (i % 16)];
+      byte = i < 16 ? static_cast<uint8_t>((byte & 0xf0) | nib)
+                    : static_cast<uint8_t>((byte & 0x0f) | (nib << 4));
+    }
+  }
+  return p;
+}
+
+int64_t PackedWeight::StreamedBytes() const {
+  switch (format_) {
+    case WeightFormat::kBf16: return static_cast<int64_t>(bf16_.size() * 2);
+    case WeightFormat::kFp8Block128: return static_cast<int64_t>(fp8_.size() + scale_.size() * 4);
+    case WeightFormat::kInt4Group32: return static_cast<int64_t>(int4_.size() + int4_scale_.size() * 2);
+  }
+  return 0;
+}
+
+}  // namespace tandem::engine::kernels::cpu
