@@ -5,7 +5,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 dir="${1:-build}"
 shift || true
-cmake -S . -B "$dir" -G Ninja -DTANDEM_WERROR=ON "$@" >"$dir.configure.log" 2>&1 || {
-  cat "$dir.configure.log"; echo "build: cmake configure failed ($dir)" >&2; exit 1; }
-grep -E '^-- Tandem ' "$dir.configure.log" || true
+mkdir -p "$dir"
+log="$dir/configure.log"
+cmake -S . -B "$dir" -G Ninja -DTANDEM_WERROR=ON "$@" >"$log" 2>&1 || {
+  cat "$log"; echo "build: cmake configure failed ($dir)" >&2; exit 1; }
+grep -E '^-- Tandem ' "$log" || true
 cmake --build "$dir" --parallel "$(nproc)"
