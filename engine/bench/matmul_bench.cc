@@ -19,6 +19,7 @@
 #include <benchmark/benchmark.h>
 #include <immintrin.h>
 
+#include "engine/core/aligned_buffer.h"
 #include "engine/core/cpu_features.h"
 #include "engine/core/thread_pool.h"
 #include "engine/formats/float_codecs.h"
@@ -57,14 +58,16 @@ struct ReadBuffer {
   int64_t bytes = 512ll << 20;
   uint8_t* data = nullptr;
   ReadBuffer() {
-    data = static_cast<uint8_t*>(std::aligned_alloc(64, static_cast<size_t>(bytes)));
+    // The same allocator (2 MiB-aligned, huge pages advised) as PackedWeight, so weight streams
+    // and this probe see the same page size.
+    data = static_cast<uint8_t*>(internal::AllocateAligned(static_cast<size_t>(bytes)));
     uint64_t s = 88172645463325252ull;
     for (int64_t i = 0; i < bytes; i += 8) {
       uint64_t v = NextRandom(&s);
       std::memcpy(data + i, &v, 8);
     }
   }
-  ~ReadBuffer() { std::free(data); }
+  ~ReadBuffer() { internal::FreeAligned(data); }
 };
 
 ReadBuffer& Buffer() {
@@ -226,7 +229,7 @@ void BM_Gemv(benchmark::State& state, WeightFormat f, int64_t n, int64_t k, Int4
   std::vector<float> x(static_cast<size_t>(batch * k), 0.5f), y(static_cast<size_t>(batch * n));
   MatmulOptions options;
   options.int4_activation = act;
-  options.gemv_max_batch = std::max<int64_t>(4, batch <= 4 ? 4 : 4);
+  if (const char* env = std::getenv("TANDEM_BENCH_GEMV_MAX_BATCH")) options.gemv_max_batch = std::atoi(env);
   size_t next = 0;
   for (auto _ : state) {
     const Status s = Matmul(set.matrices[next], x.data(), batch, y.data(), &Pool(threads), options);
@@ -240,7 +243,7 @@ void BM_Gemv(benchmark::State& state, WeightFormat f, int64_t n, int64_t k, Int4
       benchmark::Counter(bytes / MeasuredReadBandwidth(), benchmark::Counter::kIsRate);
   state.counters["GFLOP/s"] = benchmark::Counter(
       2e-9 * batch * n * k * static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
-  state.SetLabel(std::string(MatmulIsa()) + (batch > 4 ? " gemm-path" : " gemv-path"));
+  state.SetLabel(std::string(MatmulIsa()) + (batch > options.gemv_max_batch ? " gemm-path" : " gemv-path"));
 }
 
 void BM_Gemm(benchmark::State& state, WeightFormat f, int64_t n, int64_t k) {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "engine/core/aligned_buffer.h"
 #include "engine/core/dtype.h"
 #include "engine/core/thread_pool.h"
 #include "engine/formats/weights.h"
@@ -49,11 +50,11 @@ class PackedWeight {
   WeightFormat format_ = WeightFormat::kBf16;
   int64_t rows_ = 0;
   int64_t cols_ = 0;
-  std::vector<uint16_t> bf16_;
-  std::vector<uint8_t> fp8_;
-  std::vector<uint8_t> int4_;
-  std::vector<float> scale_;
-  std::vector<uint16_t> int4_scale_;
+  AlignedBuffer<uint16_t> bf16_;
+  AlignedBuffer<uint8_t> fp8_;
+  AlignedBuffer<uint8_t> int4_;
+  AlignedBuffer<float> scale_;
+  AlignedBuffer<uint16_t> int4_scale_;
 };
 
 // How INT4 GEMV treats activations. kInt16 quantizes each group of 32 activations to int16 with

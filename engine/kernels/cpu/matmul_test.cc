@@ -142,11 +142,14 @@ std::vector<Path> Paths() {
   MatmulOptions simd;
   MatmulOptions simd_i8;
   simd_i8.int4_activation = Int4Activation::kInt8;
+  MatmulOptions gemv_all;
+  gemv_all.gemv_max_batch = 1 << 20;  // every batch takes the GEMV path (slices of 4 rows)
   MatmulOptions gemm_only;
   gemm_only.gemv_max_batch = 0;  // every batch takes the GEMM path
   return {{"portable", portable, kNmseFp32Accumulation},
           {"simd", simd, kNmseInt4Int16},
           {"simd_int8_act", simd_i8, kNmseInt4Int8},
+          {"gemv_all", gemv_all, kNmseInt4Int16},
           {"gemm", gemm_only, kNmseFp32Accumulation}};
 }
 

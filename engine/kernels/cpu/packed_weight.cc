@@ -23,7 +23,7 @@ StatusOr<PackedWeight> PackedWeight::FromBf16(const Bf16WeightView& w) {
   p.format_ = WeightFormat::kBf16;
   p.rows_ = w.rows;
   p.cols_ = w.cols;
-  p.bf16_.assign(w.data, w.data + w.rows * w.cols);
+  p.bf16_ = AlignedBuffer<uint16_t>(w.data, static_cast<size_t>(w.rows * w.cols));
   return p;
 }
 
@@ -34,8 +34,9 @@ StatusOr<PackedWeight> PackedWeight::FromFp8(const Fp8BlockWeightView& w) {
   p.format_ = WeightFormat::kFp8Block128;
   p.rows_ = w.rows;
   p.cols_ = w.cols;
-  p.fp8_.assign(w.data, w.data + w.rows * w.cols);
-  p.scale_.assign(w.scale_inv, w.scale_inv + Fp8ScaleRows(w.rows) * Fp8ScaleCols(w.cols));
+  p.fp8_ = AlignedBuffer<uint8_t>(w.data, static_cast<size_t>(w.rows * w.cols));
+  p.scale_ =
+      AlignedBuffer<float>(w.scale_inv, static_cast<size_t>(Fp8ScaleRows(w.rows) * Fp8ScaleCols(w.cols)));
   return p;
 }
 
@@ -47,8 +48,9 @@ StatusOr<PackedWeight> PackedWeight::FromInt4(const Int4GroupWeightView& w) {
   p.rows_ = w.rows;
   p.cols_ = w.cols;
   const int64_t groups = p.groups(), packed_cols = Int4PackedCols(w.cols);
-  p.int4_.assign(static_cast<size_t>(w.rows * groups * 16), 0x88);  // padding: q = 0 in both nibbles
-  p.int4_scale_.assign(w.scale, w.scale + w.rows * groups);
+  p.int4_ = AlignedBuffer<uint8_t>(static_cast<size_t>(w.rows * groups * 16));
+  std::memset(p.int4_.data(), 0x88, p.int4_.size());  // padding: q = 0 in both nibbles
+  p.int4_scale_ = AlignedBuffer<uint16_t>(w.scale, static_cast<size_t>(w.rows * groups));
   for (int64_t n = 0; n < w.rows; ++n) {
     const uint32_t* src = reinterpret_cast<const uint32_t*>(w.packed + n * packed_cols);
     uint8_t* dst = p.int4_.data() + n * groups * 16;

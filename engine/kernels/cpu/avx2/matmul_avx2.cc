@@ -18,7 +18,7 @@ namespace tandem::engine::kernels::cpu::avx2 {
 namespace {
 
 // How far ahead of the current weight byte GEMV loops prefetch.
-constexpr int64_t kPrefetchBytes = 1024;
+constexpr int64_t kPrefetchBytes = 4096;
 
 inline float HorizontalSum(__m256 v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -33,93 +33,137 @@ inline __m256 LoadBf16x8(const uint16_t* p) {
   return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
 }
 
-// 16 e4m3 codes -> 16 fp16 whose values are the e4m3 values times 2^-8: the sign moves to bit
-// 15, exponent and mantissa shift into fp16's fields (which have 8 more exponent bias).
-// NaN codes (0x7f/0xff) are not weights; they would decode as ±480·2^-8.
-inline __m256i Fp8x16ToHalfScaled(const uint8_t* p) {
-  __m256i c = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-  __m256i h = _mm256_srai_epi16(_mm256_slli_epi16(c, 8), 1);
-  return _mm256_and_si256(h, _mm256_set1_epi16(static_cast<int16_t>(0xbfff)));
-}
-
 // Independent accumulators per activation row: FMA latency is 4 cycles and two issue per cycle,
 // so a single activation row needs 8 chains in flight; with 3-4 rows, 2 each suffice.
 template <int M>
 constexpr int kChains = M <= 2 ? 4 : 2;
 
+// A single activation row is memory-bound: weight rows are then streamed R = 2 at a time, which
+// gives each thread two independent DRAM streams (one sequential stream per thread reaches only
+// ~85% of the read bandwidth that several streams reach).
 template <int M>
-void GemvBf16Rows(const PackedWeight& w, const float* x, float* y, int64_t n0, int64_t n1) {
+constexpr int kRowsAtOnce = M == 1 ? 2 : 1;
+
+// Weight rows [n, n + R) against activation rows [0, M).
+template <int M, int R>
+void GemvBf16Block(const PackedWeight& w, const float* x, float* y, int64_t n) {
   constexpr int kC = kChains<M>;
   const int64_t k_total = w.cols(), n_total = w.rows();
-  for (int64_t n = n0; n < n1; ++n) {
-    const uint16_t* row = w.bf16() + n * k_total;
-    __m256 acc[M][kC];
+  const uint16_t* rows[R];
+  for (int r = 0; r < R; ++r) rows[r] = w.bf16() + (n + r) * k_total;
+  __m256 acc[R][M][kC];
+  for (int r = 0; r < R; ++r) {
     for (int i = 0; i < M; ++i) {
-      for (int c = 0; c < kC; ++c) acc[i][c] = _mm256_setzero_ps();
+      for (int c = 0; c < kC; ++c) acc[r][i][c] = _mm256_setzero_ps();
     }
-    int64_t k = 0;
-    for (; k + 8 * kC <= k_total; k += 8 * kC) {
-      _mm_prefetch(reinterpret_cast<const char*>(row + k) + kPrefetchBytes, _MM_HINT_T0);
+  }
+  int64_t k = 0;
+  for (; k + 8 * kC <= k_total; k += 8 * kC) {
+    for (int r = 0; r < R; ++r) {
+      _mm_prefetch(reinterpret_cast<const char*>(rows[r] + k) + kPrefetchBytes, _MM_HINT_T0);
       for (int c = 0; c < kC; ++c) {
-        const __m256 wv = LoadBf16x8(row + k + 8 * c);
-        for (int i = 0; i < M; ++i)
-          acc[i][c] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x + i * k_total + k + 8 * c), acc[i][c]);
+        const __m256 wv = LoadBf16x8(rows[r] + k + 8 * c);
+        for (int i = 0; i < M; ++i) {
+          acc[r][i][c] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x + i * k_total + k + 8 * c), acc[r][i][c]);
+        }
       }
     }
+  }
+  for (int r = 0; r < R; ++r) {
     for (int i = 0; i < M; ++i) {
-      __m256 total = acc[i][0];
-      for (int c = 1; c < kC; ++c) total = _mm256_add_ps(total, acc[i][c]);
+      __m256 total = acc[r][i][0];
+      for (int c = 1; c < kC; ++c) total = _mm256_add_ps(total, acc[r][i][c]);
       float sum = HorizontalSum(total);
-      for (int64_t kk = k; kk < k_total; ++kk) sum += Bf16ToFloat(row[kk]) * x[i * k_total + kk];
-      y[i * n_total + n] = sum;
+      for (int64_t kk = k; kk < k_total; ++kk) sum += Bf16ToFloat(rows[r][kk]) * x[i * k_total + kk];
+      y[i * n_total + n + r] = sum;
     }
   }
 }
 
 template <int M>
-void GemvFp8Rows(const PackedWeight& w, const float* x, float* y, int64_t n0, int64_t n1) {
-  constexpr int kC = kChains<M>;  // chains of 8 weights; a step covers 8*kC weights (16 per half-pair)
-  static_assert(kFp8BlockSize % (8 * kC) == 0, "a step never straddles a scale block");
+void GemvBf16Rows(const PackedWeight& w, const float* x, float* y, int64_t n0, int64_t n1) {
+  constexpr int R = kRowsAtOnce<M>;
+  int64_t n = n0;
+  for (; n + R <= n1; n += R) GemvBf16Block<M, R>(w, x, y, n);
+  for (; n < n1; ++n) GemvBf16Block<M, 1>(w, x, y, n);
+}
+
+// Words holding an e4m3 code in their high byte -> fp16 of (value · 2^-8): the sign stays in bit
+// 15, exponent and mantissa move into fp16's fields (whose exponent bias is 8 larger).
+inline __m256i HalfFromCodeHigh(__m256i code_high) {
+  return _mm256_and_si256(_mm256_srai_epi16(code_high, 1), _mm256_set1_epi16(static_cast<int16_t>(0xbfff)));
+}
+
+template <int M, int R>
+void GemvFp8Block(const PackedWeight& w, const float* x, float* y, int64_t n) {
+  constexpr int kC = kChains<M>;  // accumulator chains per activation row; a step covers 32 weights
+  static_assert(kFp8BlockSize % 32 == 0, "a step never straddles a scale block");
   const int64_t k_total = w.cols(), n_total = w.rows(), scale_cols = Fp8ScaleCols(k_total);
-  for (int64_t n = n0; n < n1; ++n) {
-    const uint8_t* row = w.fp8() + n * k_total;
-    const float* scale = w.scale() + (n / kFp8BlockSize) * scale_cols;
-    __m256 total[M];
-    float tail[M] = {};
-    for (int i = 0; i < M; ++i) total[i] = _mm256_setzero_ps();
-    for (int64_t kb = 0; kb < k_total; kb += kFp8BlockSize) {
-      const int64_t k_end = std::min(k_total, kb + kFp8BlockSize);
-      const float block_scale = scale[kb / kFp8BlockSize];
-      _mm_prefetch(reinterpret_cast<const char*>(row + kb) + kPrefetchBytes, _MM_HINT_T0);
-      _mm_prefetch(reinterpret_cast<const char*>(row + kb) + kPrefetchBytes + 64, _MM_HINT_T0);
-      __m256 acc[M][kC];
+  const uint8_t* rows[R];
+  const float* scales[R];
+  for (int r = 0; r < R; ++r) {
+    rows[r] = w.fp8() + (n + r) * k_total;
+    scales[r] = w.scale() + ((n + r) / kFp8BlockSize) * scale_cols;
+  }
+  __m256 total[R][M];
+  float tail[R][M] = {};
+  for (int r = 0; r < R; ++r) {
+    for (int i = 0; i < M; ++i) total[r][i] = _mm256_setzero_ps();
+  }
+  for (int64_t kb = 0; kb < k_total; kb += kFp8BlockSize) {
+    const int64_t k_end = std::min(k_total, kb + kFp8BlockSize);
+    __m256 acc[R][M][kC];
+    for (int r = 0; r < R; ++r) {
+      _mm_prefetch(reinterpret_cast<const char*>(rows[r] + kb) + kPrefetchBytes, _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(rows[r] + kb) + kPrefetchBytes + 64, _MM_HINT_T0);
       for (int i = 0; i < M; ++i) {
-        for (int c = 0; c < kC; ++c) acc[i][c] = _mm256_setzero_ps();
+        for (int c = 0; c < kC; ++c) acc[r][i][c] = _mm256_setzero_ps();
       }
-      int64_t k = kb;
-      for (; k + 8 * kC <= k_end; k += 8 * kC) {
-        for (int c = 0; c < kC; c += 2) {
-          const __m256i h = Fp8x16ToHalfScaled(row + k + 8 * c);
-          const __m256 w0 = _mm256_cvtph_ps(_mm256_castsi256_si128(h));
-          const __m256 w1 = _mm256_cvtph_ps(_mm256_extracti128_si256(h, 1));
+    }
+    int64_t k = kb;
+    for (; k + 32 <= k_end; k += 32) {
+      for (int r = 0; r < R; ++r) {
+        // Unpacking bytes against zero yields words holding code << 8 (no shift needed); the
+        // in-lane unpack order is [0..7 | 16..23] and [8..15 | 24..31].
+        const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows[r] + k));
+        const __m256i lo = HalfFromCodeHigh(_mm256_unpacklo_epi8(_mm256_setzero_si256(), v));
+        const __m256i hi = HalfFromCodeHigh(_mm256_unpackhi_epi8(_mm256_setzero_si256(), v));
+        const __m256 q[4] = {_mm256_cvtph_ps(_mm256_castsi256_si128(lo)),
+                             _mm256_cvtph_ps(_mm256_castsi256_si128(hi)),
+                             _mm256_cvtph_ps(_mm256_extracti128_si256(lo, 1)),
+                             _mm256_cvtph_ps(_mm256_extracti128_si256(hi, 1))};
+        for (int j = 0; j < 4; ++j) {
           for (int i = 0; i < M; ++i) {
-            const float* xi = x + i * k_total + k + 8 * c;
-            acc[i][c] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(xi), acc[i][c]);
-            acc[i][c + 1] = _mm256_fmadd_ps(w1, _mm256_loadu_ps(xi + 8), acc[i][c + 1]);
+            acc[r][i][j % kC] =
+                _mm256_fmadd_ps(q[j], _mm256_loadu_ps(x + i * k_total + k + 8 * j), acc[r][i][j % kC]);
           }
         }
       }
+    }
+    for (int r = 0; r < R; ++r) {
+      const float block_scale = scales[r][kb / kFp8BlockSize];
       const __m256 s = _mm256_set1_ps(block_scale * 256.0f);
       for (int i = 0; i < M; ++i) {
-        __m256 block = acc[i][0];
-        for (int c = 1; c < kC; ++c) block = _mm256_add_ps(block, acc[i][c]);
-        total[i] = _mm256_fmadd_ps(block, s, total[i]);
-        for (int64_t kk = k; kk < k_end; ++kk)
-          tail[i] += Fp8E4M3ToFloat(row[kk]) * block_scale * x[i * k_total + kk];
+        __m256 block = acc[r][i][0];
+        for (int c = 1; c < kC; ++c) block = _mm256_add_ps(block, acc[r][i][c]);
+        total[r][i] = _mm256_fmadd_ps(block, s, total[r][i]);
+        for (int64_t kk = k; kk < k_end; ++kk) {
+          tail[r][i] += Fp8E4M3ToFloat(rows[r][kk]) * block_scale * x[i * k_total + kk];
+        }
       }
     }
-    for (int i = 0; i < M; ++i) y[i * n_total + n] = HorizontalSum(total[i]) + tail[i];
   }
+  for (int r = 0; r < R; ++r) {
+    for (int i = 0; i < M; ++i) y[i * n_total + n + r] = HorizontalSum(total[r][i]) + tail[r][i];
+  }
+}
+
+template <int M>
+void GemvFp8Rows(const PackedWeight& w, const float* x, float* y, int64_t n0, int64_t n1) {
+  constexpr int R = kRowsAtOnce<M>;
+  int64_t n = n0;
+  for (; n + R <= n1; n += R) GemvFp8Block<M, R>(w, x, y, n);
+  for (; n < n1; ++n) GemvFp8Block<M, 1>(w, x, y, n);
 }
 
 // ---- INT4 GEMV ----------------------------------------------------------------------------------
@@ -158,8 +202,10 @@ inline __m256i ReduceEight(const __m256i* p) {
   return _mm256_add_epi32(_mm256_permute2x128_si256(b0, b1, 0x20), _mm256_permute2x128_si256(b0, b1, 0x31));
 }
 
+// Activation rows [i0, i0 + M) of xq against weight rows [n0, n1).
 template <int M, bool kInt16>
-void GemvInt4Rows(const PackedWeight& w, const QuantizedActivations& xq, float* y, int64_t n0, int64_t n1) {
+void GemvInt4Rows(const PackedWeight& w, const QuantizedActivations& xq, int64_t i0, float* y, int64_t n0,
+                  int64_t n1) {
   const int64_t groups = w.groups(), n_total = w.rows();
   const int64_t full = groups / 8 * 8;
   for (int64_t n = n0; n < n1; ++n) {
@@ -175,7 +221,7 @@ void GemvInt4Rows(const PackedWeight& w, const QuantizedActivations& xq, float* 
       for (int j = 0; j < 8; ++j) {
         const uint8_t* bytes = row + (g + j) * 16;
         for (int i = 0; i < M; ++i) {
-          const int64_t at = (i * groups + g + j) * 32;
+          const int64_t at = ((i0 + i) * groups + g + j) * 32;
           if constexpr (kInt16) {
             p[i][j] = DotI16(bytes, xq.q16.data() + at);
           } else {
@@ -185,8 +231,8 @@ void GemvInt4Rows(const PackedWeight& w, const QuantizedActivations& xq, float* 
       }
       const __m256 wscale = LoadBf16x8(ws + g);
       for (int i = 0; i < M; ++i) {
-        const float* xs = xq.scale.data() + i * groups + g;
-        const float* corr = xq.corr.data() + i * groups + g;
+        const float* xs = xq.scale.data() + (i0 + i) * groups + g;
+        const float* corr = xq.corr.data() + (i0 + i) * groups + g;
         const __m256 t = _mm256_fmsub_ps(_mm256_cvtepi32_ps(ReduceEight(p[i])), _mm256_loadu_ps(xs),
                                          _mm256_loadu_ps(corr));
         acc[i] = _mm256_fmadd_ps(wscale, t, acc[i]);
@@ -195,16 +241,16 @@ void GemvInt4Rows(const PackedWeight& w, const QuantizedActivations& xq, float* 
     for (int i = 0; i < M; ++i) {
       float sum = HorizontalSum(acc[i]);
       for (int64_t g = full; g < groups; ++g) {
-        const int64_t at = (i * groups + g) * 32;
+        const int64_t at = ((i0 + i) * groups + g) * 32;
         const __m256i p =
             kInt16 ? DotI16(row + g * 16, xq.q16.data() + at) : DotI8(row + g * 16, xq.q8.data() + at);
         const __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(p), _mm256_extracti128_si256(p, 1));
         const __m128i s2 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4e));
         const int32_t d = _mm_cvtsi128_si32(_mm_add_epi32(s2, _mm_shuffle_epi32(s2, 0xb1)));
-        const size_t sg = static_cast<size_t>(i * groups + g);
+        const size_t sg = static_cast<size_t>((i0 + i) * groups + g);
         sum += Bf16ToFloat(ws[g]) * (xq.scale[sg] * static_cast<float>(d) - xq.corr[sg]);
       }
-      y[i * n_total + n] = sum;
+      y[(i0 + i) * n_total + n] = sum;
     }
   }
 }
@@ -293,77 +339,68 @@ void RunTile(int mr, const float* a, const float* panel, int64_t kc, float* c, i
 
 }  // namespace
 
-void GemvBf16(const PackedWeight& w, const float* x, int64_t m, float* y, int64_t n0, int64_t n1) {
-  switch (m) {
-    case 1: GemvBf16Rows<1>(w, x, y, n0, n1); break;
-    case 2: GemvBf16Rows<2>(w, x, y, n0, n1); break;
-    case 3: GemvBf16Rows<3>(w, x, y, n0, n1); break;
-    default:
-      for (int64_t i = 0; i < m; i += 4) {
-        const int64_t rows = std::min<int64_t>(4, m - i);
-        if (rows == 4) {
-          GemvBf16Rows<4>(w, x + i * w.cols(), y + i * w.rows(), n0, n1);
-        } else {
-          GemvBf16(w, x + i * w.cols(), rows, y + i * w.rows(), n0, n1);
-        }
-      }
+// Batches above 4 run in slices of 4 activation rows over blocks of kGemvRowBlock weight rows, so
+// each block is read from DRAM once and re-read from L2 by the other slices.
+constexpr int64_t kGemvRowBlock = 16;
+
+template <typename Slice>
+void ForEachSlice(int64_t m, int64_t n0, int64_t n1, const Slice& slice) {
+  if (m <= 4) {
+    slice(0, m, n0, n1);
+    return;
   }
+  for (int64_t nb = n0; nb < n1; nb += kGemvRowBlock) {
+    const int64_t ne = std::min(n1, nb + kGemvRowBlock);
+    for (int64_t i0 = 0; i0 < m; i0 += 4) slice(i0, std::min<int64_t>(4, m - i0), nb, ne);
+  }
+}
+
+void GemvBf16(const PackedWeight& w, const float* x, int64_t m, float* y, int64_t n0, int64_t n1) {
+  const int64_t k_total = w.cols(), n_total = w.rows();
+  ForEachSlice(m, n0, n1, [&](int64_t i0, int64_t rows, int64_t b, int64_t e) {
+    const float* xi = x + i0 * k_total;
+    float* yi = y + i0 * n_total;
+    switch (rows) {
+      case 1: GemvBf16Rows<1>(w, xi, yi, b, e); break;
+      case 2: GemvBf16Rows<2>(w, xi, yi, b, e); break;
+      case 3: GemvBf16Rows<3>(w, xi, yi, b, e); break;
+      default: GemvBf16Rows<4>(w, xi, yi, b, e); break;
+    }
+  });
 }
 
 void GemvFp8(const PackedWeight& w, const float* x, int64_t m, float* y, int64_t n0, int64_t n1) {
-  switch (m) {
-    case 1: GemvFp8Rows<1>(w, x, y, n0, n1); break;
-    case 2: GemvFp8Rows<2>(w, x, y, n0, n1); break;
-    case 3: GemvFp8Rows<3>(w, x, y, n0, n1); break;
-    default:
-      for (int64_t i = 0; i < m; i += 4) {
-        const int64_t rows = std::min<int64_t>(4, m - i);
-        if (rows == 4) {
-          GemvFp8Rows<4>(w, x + i * w.cols(), y + i * w.rows(), n0, n1);
-        } else {
-          GemvFp8(w, x + i * w.cols(), rows, y + i * w.rows(), n0, n1);
-        }
-      }
-  }
+  const int64_t k_total = w.cols(), n_total = w.rows();
+  ForEachSlice(m, n0, n1, [&](int64_t i0, int64_t rows, int64_t b, int64_t e) {
+    const float* xi = x + i0 * k_total;
+    float* yi = y + i0 * n_total;
+    switch (rows) {
+      case 1: GemvFp8Rows<1>(w, xi, yi, b, e); break;
+      case 2: GemvFp8Rows<2>(w, xi, yi, b, e); break;
+      case 3: GemvFp8Rows<3>(w, xi, yi, b, e); break;
+      default: GemvFp8Rows<4>(w, xi, yi, b, e); break;
+    }
+  });
 }
 
 void GemvInt4(const PackedWeight& w, const QuantizedActivations& xq, float* y, int64_t n0, int64_t n1) {
-  // Activation rows beyond 4 are handled in slices of 4 by viewing the quantized rows in place.
-  for (int64_t i0 = 0; i0 < xq.m; i0 += 4) {
-    const int64_t rows = std::min<int64_t>(4, xq.m - i0);
-    QuantizedActivations view;
-    const QuantizedActivations* slice = &xq;
-    if (i0 > 0 || rows < xq.m) {
-      const size_t per_row = static_cast<size_t>(xq.groups * 32), groups = static_cast<size_t>(xq.groups);
-      view.kind = xq.kind;
-      view.m = rows;
-      view.groups = xq.groups;
-      if (xq.kind == Int4Activation::kInt16) {
-        view.q16.assign(xq.q16.begin() + i0 * per_row, xq.q16.begin() + (i0 + rows) * per_row);
-      } else {
-        view.q8.assign(xq.q8.begin() + i0 * per_row, xq.q8.begin() + (i0 + rows) * per_row);
-      }
-      view.scale.assign(xq.scale.begin() + i0 * groups, xq.scale.begin() + (i0 + rows) * groups);
-      view.corr.assign(xq.corr.begin() + i0 * groups, xq.corr.begin() + (i0 + rows) * groups);
-      slice = &view;
-    }
-    float* yi = y + i0 * w.rows();
-    const bool i16 = xq.kind == Int4Activation::kInt16;
+  const bool i16 = xq.kind == Int4Activation::kInt16;
+  ForEachSlice(xq.m, n0, n1, [&](int64_t i0, int64_t rows, int64_t b, int64_t e) {
     switch (rows) {
       case 1:
-        i16 ? GemvInt4Rows<1, true>(w, *slice, yi, n0, n1) : GemvInt4Rows<1, false>(w, *slice, yi, n0, n1);
+        i16 ? GemvInt4Rows<1, true>(w, xq, i0, y, b, e) : GemvInt4Rows<1, false>(w, xq, i0, y, b, e);
         break;
       case 2:
-        i16 ? GemvInt4Rows<2, true>(w, *slice, yi, n0, n1) : GemvInt4Rows<2, false>(w, *slice, yi, n0, n1);
+        i16 ? GemvInt4Rows<2, true>(w, xq, i0, y, b, e) : GemvInt4Rows<2, false>(w, xq, i0, y, b, e);
         break;
       case 3:
-        i16 ? GemvInt4Rows<3, true>(w, *slice, yi, n0, n1) : GemvInt4Rows<3, false>(w, *slice, yi, n0, n1);
+        i16 ? GemvInt4Rows<3, true>(w, xq, i0, y, b, e) : GemvInt4Rows<3, false>(w, xq, i0, y, b, e);
         break;
       default:
-        i16 ? GemvInt4Rows<4, true>(w, *slice, yi, n0, n1) : GemvInt4Rows<4, false>(w, *slice, yi, n0, n1);
+        i16 ? GemvInt4Rows<4, true>(w, xq, i0, y, b, e) : GemvInt4Rows<4, false>(w, xq, i0, y, b, e);
         break;
     }
-  }
+  });
 }
 
 void PackActivations(const float* x, int64_t m, int64_t k_total, float* packed) {
