@@ -9,5 +9,6 @@ namespace tandem::tools {
 
 int RunVersion(const std::vector<std::string>& args);
 int RunDemo(const std::vector<std::string>& args);
+int RunQuantize(const std::vector<std::string>& args);
 
 }  // namespace tandem::tools

@@ -1,4 +1,4 @@
-// `tandem`: the command line (subcommands `version`, `demo`; later `local`, `bench`, `quantize`,
+// `tandem`: the command line (subcommands `version`, `demo`, `quantize`; later `local`, `bench`,
 // `eval`, `make-model` as the roadmap lands them).
 #include <cstdio>
 #include <cstring>
@@ -18,6 +18,8 @@ struct Subcommand {
 constexpr Subcommand kSubcommands[] = {
     {"version", "build, CPU features and accelerators of this binary", tandem::tools::RunVersion},
     {"demo", "the engine's smallest end-to-end run: a KV page through BF16 and FP8", tandem::tools::RunDemo},
+    {"quantize", "re-quantize a checkpoint directory: routed experts to int4, or Linears to fp8",
+     tandem::tools::RunQuantize},
 };
 
 void Usage(FILE* out) {
