@@ -65,7 +65,7 @@ enum class Int4Activation { kInt16, kInt8 };
 struct MatmulOptions {
   Int4Activation int4_activation = Int4Activation::kInt16;
   bool force_portable = false;  // ignore AVX2 even when present (tests, benchmarks)
-  int64_t gemv_max_batch = 4;   // m above this takes the GEMM path
+  int64_t gemv_max_batch = 16;  // m above this takes the GEMM path (crossover measured: docs/performance.md)
 };
 
 // y[m, N] = x[m, K] · Wᵀ. x: [m, K] fp32 row-major; y: [m, N] fp32 row-major.
