@@ -8,6 +8,7 @@
 // tile of y accumulates with broadcast-FMA.
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 
 #include <immintrin.h>
 
@@ -393,51 +394,39 @@ void ForEachSlice(int64_t m, int64_t n0, int64_t n1, const Slice& slice) {
   }
 }
 
+// Calls fn(std::integral_constant<int, M>{}) for M = rows in 1..4: the kernels are templates on M
+// so their accumulators live in registers.
+template <typename Fn>
+void WithRows(int64_t rows, const Fn& fn) {
+  switch (rows) {
+    case 1: fn(std::integral_constant<int, 1>{}); break;
+    case 2: fn(std::integral_constant<int, 2>{}); break;
+    case 3: fn(std::integral_constant<int, 3>{}); break;
+    default: fn(std::integral_constant<int, 4>{}); break;
+  }
+}
+
 void GemvBf16(const PackedWeight& w, const float* x, int64_t m, float* y, int64_t n0, int64_t n1) {
-  const int64_t k_total = w.cols(), n_total = w.rows();
   ForEachSlice(m, n0, n1, [&](int64_t i0, int64_t rows, int64_t b, int64_t e) {
-    const float* xi = x + i0 * k_total;
-    float* yi = y + i0 * n_total;
-    switch (rows) {
-      case 1: GemvBf16Rows<1>(w, xi, yi, b, e); break;
-      case 2: GemvBf16Rows<2>(w, xi, yi, b, e); break;
-      case 3: GemvBf16Rows<3>(w, xi, yi, b, e); break;
-      default: GemvBf16Rows<4>(w, xi, yi, b, e); break;
-    }
+    WithRows(rows, [&](auto kM) { GemvBf16Rows<kM>(w, x + i0 * w.cols(), y + i0 * w.rows(), b, e); });
   });
 }
 
 void GemvFp8(const PackedWeight& w, const float* x, int64_t m, float* y, int64_t n0, int64_t n1) {
-  const int64_t k_total = w.cols(), n_total = w.rows();
   ForEachSlice(m, n0, n1, [&](int64_t i0, int64_t rows, int64_t b, int64_t e) {
-    const float* xi = x + i0 * k_total;
-    float* yi = y + i0 * n_total;
-    switch (rows) {
-      case 1: GemvFp8Rows<1>(w, xi, yi, b, e); break;
-      case 2: GemvFp8Rows<2>(w, xi, yi, b, e); break;
-      case 3: GemvFp8Rows<3>(w, xi, yi, b, e); break;
-      default: GemvFp8Rows<4>(w, xi, yi, b, e); break;
-    }
+    WithRows(rows, [&](auto kM) { GemvFp8Rows<kM>(w, x + i0 * w.cols(), y + i0 * w.rows(), b, e); });
   });
 }
 
 void GemvInt4(const PackedWeight& w, const QuantizedActivations& xq, float* y, int64_t n0, int64_t n1) {
-  const bool i16 = xq.kind == Int4Activation::kInt16;
   ForEachSlice(xq.m, n0, n1, [&](int64_t i0, int64_t rows, int64_t b, int64_t e) {
-    switch (rows) {
-      case 1:
-        i16 ? GemvInt4Rows<1, true>(w, xq, i0, y, b, e) : GemvInt4Rows<1, false>(w, xq, i0, y, b, e);
-        break;
-      case 2:
-        i16 ? GemvInt4Rows<2, true>(w, xq, i0, y, b, e) : GemvInt4Rows<2, false>(w, xq, i0, y, b, e);
-        break;
-      case 3:
-        i16 ? GemvInt4Rows<3, true>(w, xq, i0, y, b, e) : GemvInt4Rows<3, false>(w, xq, i0, y, b, e);
-        break;
-      default:
-        i16 ? GemvInt4Rows<4, true>(w, xq, i0, y, b, e) : GemvInt4Rows<4, false>(w, xq, i0, y, b, e);
-        break;
-    }
+    WithRows(rows, [&](auto kM) {
+      if (xq.kind == Int4Activation::kInt16) {
+        GemvInt4Rows<kM, true>(w, xq, i0, y, b, e);
+      } else {
+        GemvInt4Rows<kM, false>(w, xq, i0, y, b, e);
+      }
+    });
   });
 }
 
