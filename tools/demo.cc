@@ -1,7 +1,12 @@
-// `tandem demo`: what the engine can do end to end today. It builds one KV page of MLA latent
-// rows (as the prefill pool writes them, BF16), converts it to the decode pool's FP8 E4M3 cache
-// with a per-tensor scale, reads it back, and reports bytes per token and the error introduced.
+// `tandem demo`: what the engine can do end to end today, in two stages.
+//  1. One KV page of MLA latent rows (as the prefill pool writes them, BF16) converted to the
+//     decode pool's FP8 E4M3 cache with a per-tensor scale and read back: bytes per token, error.
+//  2. One routed expert's up-projection (Kimi K2 shape: 2048 x 7168) quantized the way each pool
+//     stores it (BF16, FP8 block-128, INT4 group-32) and run for one decode token on the CPU
+//     kernels: weight bytes, time per token and the output's error against BF16.
 // It grows into the local disaggregated stack answering a request (roadmap step 6).
+#include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -14,6 +19,8 @@
 #include "engine/core/dtype.h"
 #include "engine/formats/convert.h"
 #include "engine/formats/float_codecs.h"
+#include "engine/formats/weights.h"
+#include "engine/kernels/cpu/matmul.h"
 #include "tools/commands.h"
 
 namespace tandem::tools {
@@ -48,6 +55,84 @@ bool ParseDemoArgs(const std::vector<std::string>& args, DemoArgs* out) {
     return false;
   }
   return true;
+}
+
+double RelativeError(const std::vector<float>& got, const std::vector<float>& want) {
+  double err = 0, ref = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    err += (static_cast<double>(got[i]) - want[i]) * (static_cast<double>(got[i]) - want[i]);
+    ref += static_cast<double>(want[i]) * want[i];
+  }
+  return ref > 0 ? std::sqrt(err / ref) : 0.0;
+}
+
+// Median seconds of a few Matmul calls for one token.
+double TimeMatmul(const engine::kernels::cpu::PackedWeight& w, const std::vector<float>& x,
+                  std::vector<float>* y, engine::ThreadPool* pool) {
+  std::vector<double> runs;
+  for (int r = 0; r < 7; ++r) {
+    auto start = std::chrono::steady_clock::now();
+    Status s = engine::kernels::cpu::Matmul(w, x.data(), 1, y->data(), pool);
+    if (!s.ok()) return -1;
+    runs.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
+  std::sort(runs.begin(), runs.end());
+  return runs[runs.size() / 2];
+}
+
+// Stage 2: one expert in every weight format.
+int RunExpertStage(unsigned seed) {
+  namespace cpu = engine::kernels::cpu;
+  constexpr int64_t kRows = 2048, kCols = 7168;  // moe_intermediate_size x hidden_size
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> gauss(0.0f, 0.02f);
+  std::vector<float> w(static_cast<size_t>(kRows * kCols));
+  std::vector<uint16_t> w_bf16(w.size());
+  for (size_t i = 0; i < w.size(); ++i) {
+    w_bf16[i] = engine::FloatToBf16(gauss(rng));
+    w[i] = engine::Bf16ToFloat(w_bf16[i]);
+  }
+  std::vector<uint8_t> fp8(w.size());
+  std::vector<float> fp8_scale(
+      static_cast<size_t>(engine::Fp8ScaleRows(kRows) * engine::Fp8ScaleCols(kCols)));
+  engine::QuantizeFp8Block128Ref(w.data(), kRows, kCols, fp8.data(), fp8_scale.data());
+  std::vector<int32_t> packed(static_cast<size_t>(kRows * engine::Int4PackedCols(kCols)));
+  std::vector<uint16_t> int4_scale(static_cast<size_t>(kRows * engine::Int4ScaleCols(kCols)));
+  engine::QuantizeInt4Group32Ref(w.data(), kRows, kCols, packed.data(), int4_scale.data());
+
+  StatusOr<cpu::PackedWeight> bf16 = cpu::PackedWeight::FromBf16({w_bf16.data(), kRows, kCols});
+  StatusOr<cpu::PackedWeight> fp8w = cpu::PackedWeight::FromFp8({fp8.data(), fp8_scale.data(), kRows, kCols});
+  StatusOr<cpu::PackedWeight> int4 =
+      cpu::PackedWeight::FromInt4({packed.data(), int4_scale.data(), kRows, kCols});
+  if (!bf16.ok() || !fp8w.ok() || !int4.ok()) {
+    std::fprintf(stderr, "demo: packing failed\n");
+    return 1;
+  }
+  std::normal_distribution<float> act(0.0f, 1.0f);
+  std::vector<float> x(static_cast<size_t>(kCols));
+  for (float& v : x) v = act(rng);
+  engine::ThreadPool pool(engine::HostCpuFeatures().logical_cores);
+  std::vector<float> y_bf16(kRows), y(kRows);
+  std::printf("expert up-projection %lld x %lld, one decode token, %d threads, %s kernels:\n",
+              static_cast<long long>(kRows), static_cast<long long>(kCols), pool.num_threads(),
+              cpu::MatmulIsa());
+  double t_bf16 = 0;
+  const struct {
+    const char* name;
+    const cpu::PackedWeight* w;
+  } formats[] = {{"bf16", &*bf16}, {"fp8 ", &*fp8w}, {"int4", &*int4}};
+  for (const auto& f : formats) {
+    const double t = TimeMatmul(*f.w, x, &y, &pool);
+    if (t < 0) return 1;
+    if (f.w == &*bf16) {  // the first row is the reference the others are compared with
+      t_bf16 = t;
+      y_bf16 = y;
+    }
+    std::printf("  %s weights %6.2f MB, %7.1f us/token (%.2fx bf16 time), output error vs bf16 %.4f\n",
+                f.name, static_cast<double>(f.w->StreamedBytes()) / 1e6, t * 1e6, t / t_bf16,
+                RelativeError(y, y_bf16));
+  }
+  return 0;
 }
 
 }  // namespace
@@ -98,7 +183,7 @@ int RunDemo(const std::vector<std::string>& args) {
               static_cast<double>(bf16_bytes) / static_cast<double>(fp8_bytes));
   std::printf("  per-tensor scale %.6g, relative Frobenius error %.4f, max abs error %.4g\n", scale,
               std::sqrt(err2 / ref2), max_abs);
-  return 0;
+  return RunExpertStage(opt.seed);
 }
 
 }  // namespace tandem::tools
