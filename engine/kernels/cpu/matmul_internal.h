@@ -1,6 +1,6 @@
 #pragma once
 // Shared between matmul.cc (dispatch, portable path) and the ISA-specific kernel files.
-// No intrinsics here: the AVX2 file is the only one compiled with -mavx2.
+// No intrinsics here: only the files under avx2/ are compiled with -mavx2.
 
 #include <cstdint>
 #include <vector>
