@@ -1,0 +1,148 @@
+#pragma once
+// KV page integrity: the tracker interface and its two implementations.
+//
+//   NoopTracker: integrity off. No tables, every hook returns at once, VerifyBatch checks nothing.
+//   TagTracker:  a sidecar table apart from the KV data, per physical page
+//                  generation     (uint64, bumped on every allocation and every free)
+//                  transfer tag   (uint32, the last tag a transfer sender stamped after the data)
+//                and per request a manifest: for each logical page, the physical page, the
+//                generation it expects, the tag hash(request, logical page, physical page,
+//                generation), and the transfer tag it expects (0: written locally).
+//
+// VerifyBatch runs before each forward step as one gather-and-compare pass over every manifest
+// entry of the batch (no per-page virtual calls); a request whose page moved to another owner, was
+// freed, or received a stranger's (late) transfer write fails with a structured incident and the
+// caller aborts only that request. See docs/kv-cache.md.
+//
+// Thread safety: the step thread calls everything except StampTransferTag, which transfer threads
+// may call concurrently (the stamp is an atomic store, as a transfer's tag write is on a device).
+
+#include <array>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/kv/kv_types.h"
+
+namespace tandem::engine::kv {
+
+enum class MismatchReason : uint8_t {
+  kGeneration = 0,   // the page was reallocated or freed since the manifest entry was made
+  kTag = 1,          // generation matches but the tag does not: the entry is not this request's
+  kTransferTag = 2,  // a transfer write the request did not expect landed (late write after abort)
+  kNoManifest = 3,   // the batch names a request the tracker has no manifest for
+};
+constexpr size_t kNumMismatchReasons = 4;
+const char* MismatchReasonName(MismatchReason reason);
+
+// The first failing page of a failing request.
+struct IntegrityIncident {
+  RequestId request = 0;
+  uint32_t logical_page = 0;
+  PageId physical_page = kInvalidPage;
+  MismatchReason reason = MismatchReason::kGeneration;
+  uint64_t expected_generation = 0;
+  uint64_t found_generation = 0;
+  uint32_t expected_transfer_tag = 0;
+  uint32_t found_transfer_tag = 0;
+};
+
+struct VerifyResult {
+  std::vector<RequestId> failed;             // in batch order, each once
+  std::vector<IntegrityIncident> incidents;  // incidents[i] explains failed[i]
+  bool ok() const { return failed.empty(); }
+};
+
+// Monotonic counters (exported as tandem_kv_integrity_pages_checked_total and
+// tandem_kv_integrity_aborts_total{reason} by the agent).
+struct IntegrityCounters {
+  uint64_t batches_verified = 0;
+  uint64_t pages_checked = 0;
+  uint64_t requests_failed = 0;
+  std::array<uint64_t, kNumMismatchReasons> mismatches{};  // failing pages, by reason
+};
+
+// The tag a manifest entry expects. Never 0 for a valid entry.
+uint64_t PageTag(RequestId request, uint32_t logical_page, PageId page, uint64_t generation);
+
+class IntegrityTracker {
+ public:
+  virtual ~IntegrityTracker() = default;
+  virtual bool enabled() const = 0;
+
+  // Allocator hooks: bump the generation of each page (and clear its transfer tag).
+  virtual void OnPagesAllocated(std::span<const PageId> pages) = 0;
+  virtual void OnPagesFreed(std::span<const PageId> pages) = 0;
+
+  // Records logical pages [first_logical, first_logical + pages.size()) of `request` with each
+  // page's current generation: appends a tail page or refreshes existing entries.
+  // REQUIRES: first_logical <= the request's current manifest size.
+  virtual void MapPages(RequestId request, uint32_t first_logical, std::span<const PageId> pages) = 0;
+  // The transfer tag the request's logical page will carry (0 = none). REQUIRES: page mapped.
+  virtual void ExpectTransferTag(RequestId request, uint32_t logical_page, uint32_t tag) = 0;
+  // The sender's stamp after writing a page's data. Any thread.
+  virtual void StampTransferTag(PageId page, uint32_t tag) = 0;
+  virtual void DropRequest(RequestId request) = 0;
+
+  // Checks every page of every request in `batch`; fills `result` (cleared first).
+  virtual void VerifyBatch(std::span<const RequestId> batch, VerifyResult* result) = 0;
+  virtual IntegrityCounters counters() const = 0;
+
+  // Fault injection (tests): bump a page's generation without a reallocation.
+  virtual void InjectBumpGeneration(PageId page) = 0;
+};
+
+class NoopTracker final : public IntegrityTracker {
+ public:
+  bool enabled() const override { return false; }
+  void OnPagesAllocated(std::span<const PageId>) override {}
+  void OnPagesFreed(std::span<const PageId>) override {}
+  void MapPages(RequestId, uint32_t, std::span<const PageId>) override {}
+  void ExpectTransferTag(RequestId, uint32_t, uint32_t) override {}
+  void StampTransferTag(PageId, uint32_t) override {}
+  void DropRequest(RequestId) override {}
+  void VerifyBatch(std::span<const RequestId>, VerifyResult* result) override {
+    result->failed.clear();
+    result->incidents.clear();
+  }
+  IntegrityCounters counters() const override { return {}; }
+  void InjectBumpGeneration(PageId) override {}
+};
+
+class TagTracker final : public IntegrityTracker {
+ public:
+  explicit TagTracker(size_t num_pages);
+
+  bool enabled() const override { return true; }
+  void OnPagesAllocated(std::span<const PageId> pages) override;
+  void OnPagesFreed(std::span<const PageId> pages) override;
+  void MapPages(RequestId request, uint32_t first_logical, std::span<const PageId> pages) override;
+  void ExpectTransferTag(RequestId request, uint32_t logical_page, uint32_t tag) override;
+  void StampTransferTag(PageId page, uint32_t tag) override;
+  void DropRequest(RequestId request) override;
+  void VerifyBatch(std::span<const RequestId> batch, VerifyResult* result) override;
+  IntegrityCounters counters() const override { return counters_; }
+  void InjectBumpGeneration(PageId page) override;
+
+  uint64_t generation(PageId page) const { return generation_[page]; }
+  size_t manifest_pages(RequestId request) const;
+
+ private:
+  struct Entry {  // 24 bytes
+    PageId page;
+    uint32_t transfer_tag;
+    uint64_t generation;
+    uint64_t tag;
+  };
+  std::vector<uint64_t> generation_;                       // [num_pages]
+  std::unique_ptr<std::atomic<uint32_t>[]> transfer_tag_;  // [num_pages]
+  size_t num_pages_;
+  std::unordered_map<RequestId, std::vector<Entry>> manifests_;
+  IntegrityCounters counters_;
+};
+
+}  // namespace tandem::engine::kv
