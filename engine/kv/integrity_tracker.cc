@@ -112,10 +112,16 @@ void TagTracker::VerifyBatch(std::span<const RequestId> batch, VerifyResult* res
     if (bad == 0) continue;
     for (size_t i = 0; i < n; ++i) {
       const Entry& e = entries[i];
-      IntegrityIncident incident{request,        static_cast<uint32_t>(i),
-                                 e.page,         MismatchReason::kGeneration,
-                                 e.generation,   generation_[e.page],
-                                 e.transfer_tag, transfer_tag_[e.page].load(std::memory_order_acquire)};
+      IntegrityIncident incident{
+          .request = request,
+          .logical_page = static_cast<uint32_t>(i),
+          .physical_page = e.page,
+          .reason = MismatchReason::kGeneration,
+          .expected_generation = e.generation,
+          .found_generation = generation_[e.page],
+          .expected_transfer_tag = e.transfer_tag,
+          .found_transfer_tag = transfer_tag_[e.page].load(std::memory_order_acquire),
+      };
       if (incident.found_generation != e.generation) {
         incident.reason = MismatchReason::kGeneration;
       } else if (PageTag(request, incident.logical_page, e.page, e.generation) != e.tag) {
