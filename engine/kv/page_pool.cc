@@ -99,11 +99,18 @@ Status PagePool::WriteRows(PageId page, size_t layer, size_t first_token,
     std::memcpy(dst, bf16_rows.data(), bf16_rows.size_bytes());
     return Status::Ok();
   }
-  if (!scale_fixed_[layer]) {
-    scales_[layer] = Fp8E4M3ScaleForBf16(bf16_rows.data(), bf16_rows.size());
-    scale_fixed_[layer] = 1;
-  }
+  RETURN_IF_ERROR(CalibrateLayerScale(layer, bf16_rows));
   ConvertBf16ToFp8E4M3Ref(bf16_rows.data(), dst, bf16_rows.size(), 1.0f / scales_[layer]);
+  return Status::Ok();
+}
+
+Status PagePool::CalibrateLayerScale(size_t layer, std::span<const uint16_t> bf16_values) {
+  if (layer >= config_.shape.num_layers) {
+    return Status::OutOfRange("layer " + std::to_string(layer) + " is outside the model");
+  }
+  if (scale_fixed_[layer] || bf16_values.empty()) return Status::Ok();
+  scales_[layer] = Fp8E4M3ScaleForBf16(bf16_values.data(), bf16_values.size());
+  scale_fixed_[layer] = 1;
   return Status::Ok();
 }
 

@@ -76,6 +76,12 @@ class PagePool {
   // (calibrating it first when not yet fixed). InvalidArgument/OutOfRange on bad indices or sizes.
   Status WriteRows(PageId page, size_t layer, size_t first_token, std::span<const uint16_t> bf16_rows);
 
+  // Fixes `layer`'s FP8 scale from a whole batch (the first prefill batch's latent rows for that
+  // layer, any length) before its first write: max|x| / 448. A no-op when the scale is already
+  // fixed (checkpoint scale or earlier calibration) and for BF16 pools. OutOfRange on a bad layer.
+  // Without this call the first WriteRows to the layer calibrates on the rows it writes.
+  Status CalibrateLayerScale(size_t layer, std::span<const uint16_t> bf16_values);
+
   // Reads rows back as bf16 into `out` ([n][kv_lora + rope], n = out.size() / row_values).
   Status ReadRows(PageId page, size_t layer, size_t first_token, std::span<uint16_t> out) const;
 

@@ -121,6 +121,21 @@ TEST(PagePoolTest, Fp8CalibratesOnFirstWriteThenKeepsTheScale) {
   EXPECT_FLOAT_EQ(Bf16ToFloat(big_back[0]), Bf16ToFloat(FloatToBf16(448.0f * scale)));
 }
 
+TEST(PagePoolTest, Fp8CalibratesOnAWholePrefillBatch) {
+  auto pool = PagePool::Create(SmallConfig(KvCacheDtype::kFp8E4M3, 4));
+  ASSERT_TRUE(pool.ok());
+  PagePool& p = **pool;
+  std::vector<uint16_t> batch = RandomRows(40, 1.0f, 3);
+  batch[7 * 576 + 5] = FloatToBf16(-12.0f);  // the batch's extreme sits in a later page
+  ASSERT_TRUE(p.CalibrateLayerScale(2, batch).ok());
+  EXPECT_FLOAT_EQ(p.layer_scale(2), 12.0f / kFp8E4M3Max);
+  ASSERT_TRUE(p.WriteRows(0, 2, 0, std::span<const uint16_t>(batch).subspan(0, 576)).ok());
+  EXPECT_FLOAT_EQ(p.layer_scale(2), 12.0f / kFp8E4M3Max);  // the first write does not recalibrate
+  ASSERT_TRUE(p.CalibrateLayerScale(2, RandomRows(1, 100.0f, 4)).ok());
+  EXPECT_FLOAT_EQ(p.layer_scale(2), 12.0f / kFp8E4M3Max);  // fixed once set
+  EXPECT_EQ(p.CalibrateLayerScale(3, batch).code(), StatusCode::kOutOfRange);
+}
+
 TEST(PagePoolTest, Fp8UsesCheckpointScales) {
   PagePoolConfig c = SmallConfig(KvCacheDtype::kFp8E4M3, 2);
   c.fp8_layer_scales = {0.5f, 0.25f, 2.0f};
