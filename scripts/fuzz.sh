@@ -27,7 +27,15 @@ fi
 
 # New inputs go to build-fuzz/corpus; the committed seeds are only read.
 echo "fuzz: running for ${seconds}s"
+# The run's progress lines go to build-fuzz/fuzz.log; the tail (final stats, or the crash report)
+# is printed either way.
+status=0
 (cd "$out" && UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ASAN_OPTIONS=detect_leaks=1 \
   ./safetensors_header_fuzz -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
-    corpus ../engine/io/fuzz/corpus)
+    corpus ../engine/io/fuzz/corpus) >"$out/fuzz.log" 2>&1 || status=$?
+tail -n 25 "$out/fuzz.log"
+if [ "$status" -ne 0 ]; then
+  echo "fuzz: FAILED (exit $status); full log: $out/fuzz.log, reproducer in $out/" >&2
+  exit "$status"
+fi
 echo "fuzz: no crash in ${seconds}s"
