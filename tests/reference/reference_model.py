@@ -22,6 +22,7 @@ Batches are varlen: sequences of different lengths packed token by token, each w
 
 CLI (the entry point for the C++ engine check; format in docs/reference-check.md):
   reference_model.py --checkpoint DIR --prompts FILE.json --decode-steps N --out FILE.npz
+Needs numpy only (the pinned .venv of scripts/requirements-test.txt).
 """
 import argparse
 import json
@@ -139,7 +140,7 @@ class Rope:
         self.inv_freq = inv
 
     def apply(self, x, pos):
-        """x [..., T, dim] or [T, ..., dim] with pos broadcastable to x[..., 0, 0]; pairs (2i, 2i+1)."""
+        """x [T, ..., dim], pos [T]: rotates pairs (2i, 2i+1) by pos * inv_freq[i]."""
         ang = pos[:, None] * self.inv_freq[None, :]  # [T, dim/2]
         cos, sin = np.cos(ang) * self.cos_sin_factor, np.sin(ang) * self.cos_sin_factor
         shape = (len(pos),) + (1,) * (x.ndim - 2) + (cos.shape[-1],)
@@ -161,8 +162,13 @@ class Model:
         arch = cfg.get("model_type")
         if arch not in ("deepseek_v3", "kimi_k2", "glm_moe_dsa"):
             raise ValueError("model_type %r not supported" % arch)
+        if cfg.get("scoring_func", "sigmoid") != "sigmoid":
+            raise ValueError("scoring_func %r not supported" % cfg["scoring_func"])
         self.cfg, self.w = cfg, weights
         self.dsa = arch == "glm_moe_dsa"
+        shared = [t for t in cfg.get("indexer_types") or [] if t != "full"]
+        if shared or cfg.get("index_topk_pattern") or cfg.get("index_topk_freq", 1) > 1:
+            raise ValueError("DSA layers that share another layer's top-k are not supported")
         self.heads = cfg["num_attention_heads"]
         self.nope, self.rope_dim, self.v = cfg["qk_nope_head_dim"], cfg["qk_rope_head_dim"], cfg["v_head_dim"]
         self.kv_lora, self.q_lora = cfg["kv_lora_rank"], cfg.get("q_lora_rank")
@@ -331,12 +337,21 @@ def generate(model, prompts, decode_steps, check_forms=True):
         logits.append(step)
         tokens = np.argmax(step, axis=-1)
     vocab = prefill.shape[1]
+    decode = np.array(logits).reshape(decode_steps, len(prompts), vocab)
     return {
         "prefill_logits": prefill,
         "prompt_offsets": offsets.astype(np.int64),
         "decode_tokens": np.array(fed, dtype=np.int64).reshape(decode_steps, len(prompts)),
-        "decode_logits": np.array(logits).reshape(decode_steps, len(prompts), vocab),
+        "decode_logits": decode,
+        "prefill_top1_margin": top1_margin(prefill),
+        "decode_top1_margin": top1_margin(decode),
     }
+
+
+def top1_margin(logits):
+    """(best - second best) / max|logit| per row: how much error a row's argmax can absorb."""
+    s = np.sort(logits, axis=-1)
+    return (s[..., -1] - s[..., -2]) / np.abs(logits).max(-1)
 
 
 def main(argv=None):
