@@ -133,10 +133,13 @@ Status Matmul(const PackedWeight& w, const float* x, int64_t m, float* y, Thread
       pool->ParallelFor(n_total, kRowGrain,
                         [&](int64_t n0, int64_t n1, int) { avx2::GemvBf16(w, x, m, y, n0, n1); });
       break;
-    case WeightFormat::kFp8Block128:
-      pool->ParallelFor(n_total, kRowGrain,
-                        [&](int64_t n0, int64_t n1, int) { avx2::GemvFp8(w, x, m, y, n0, n1); });
-      break;
+    case WeightFormat::kFp8Block128: {
+      std::vector<float> x_prescaled(static_cast<size_t>(m * w.cols()));
+      for (size_t i = 0; i < x_prescaled.size(); ++i) x_prescaled[i] = x[i] * avx2::kFp8ActivationPrescale;
+      pool->ParallelFor(n_total, kRowGrain, [&](int64_t n0, int64_t n1, int) {
+        avx2::GemvFp8(w, x_prescaled.data(), m, y, n0, n1);
+      });
+    } break;
     case WeightFormat::kInt4Group32: {
       QuantizedActivations xq;
       QuantizeActivations(x, m, w.cols(), options.int4_activation, &xq);

@@ -30,8 +30,15 @@ void QuantizeActivations(const float* x, int64_t m, int64_t cols, Int4Activation
 void GemvRowsPortable(const PackedWeight& w, const float* x, int64_t m, float* y, int64_t n0, int64_t n1);
 
 namespace avx2 {
+// FP8 GEMV multiplies decoded weights of size value · 2^-120 (fp32 subnormals for the smallest
+// codes) by activations pre-scaled by 2^40, so that no product of a real weight and activation
+// underflows; the block scale carries the 2^(120-40) back.
+constexpr float kFp8ActivationPrescale = 1099511627776.0f;                  // 2^40
+constexpr float kFp8ActivationUnscale = 1.0f / 1099511627776.0f;            // 2^-40
+constexpr float kFp8TinyToScaledActivation = 1208925819614629174706176.0f;  // 2^80
 void GemvBf16(const PackedWeight& w, const float* x, int64_t m, float* y, int64_t n0, int64_t n1);
-void GemvFp8(const PackedWeight& w, const float* x, int64_t m, float* y, int64_t n0, int64_t n1);
+// x_prescaled: [m, K] activations already multiplied by kFp8ActivationPrescale.
+void GemvFp8(const PackedWeight& w, const float* x_prescaled, int64_t m, float* y, int64_t n0, int64_t n1);
 void GemvInt4(const PackedWeight& w, const QuantizedActivations& xq, float* y, int64_t n0, int64_t n1);
 // Activations for GEMM, in tiles of 6 rows: packed[t*K + k*6 + r] = x[t + r][k] (zero past m).
 // packed holds ceil(m/6)*6*K floats.

@@ -213,6 +213,22 @@ TEST(MatmulTest, FullSizeExpertShapeBatchOne) {
   }
 }
 
+// The FP8 GEMV decodes weights as value · 2^-120 and pre-scales activations; neither tiny nor
+// large activations may lose precision to underflow or overflow.
+TEST(MatmulTest, Fp8ExtremeActivationScales) {
+  ThreadPool pool(2);
+  TestWeight w(WeightFormat::kFp8Block128, 64, 384, 11);
+  PackedWeight packed = *w.Pack();
+  for (float scale : {1e-8f, 1e-4f, 1.0f, 1e4f, 1e8f}) {
+    std::vector<float> x = RandomActivations(1, 384, 12);
+    for (float& v : x) v *= scale;
+    std::vector<float> want(64), got(64);
+    w.Ref(x.data(), 1, want.data());
+    ASSERT_TRUE(Matmul(packed, x.data(), 1, got.data(), &pool).ok());
+    EXPECT_LE(Nmse(got, want, w.Energy(x.data(), 1)), kNmseFp32Accumulation) << "activation scale " << scale;
+  }
+}
+
 TEST(MatmulTest, Bf16ActivationsEqualWidenedFp32) {
   ThreadPool pool(1);
   TestWeight w(WeightFormat::kFp8Block128, 33, 257, 3);

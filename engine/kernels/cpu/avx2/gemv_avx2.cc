@@ -79,6 +79,20 @@ void GemvBf16Rows(const PackedWeight& w, const float* x, float* y, int64_t n0, i
   for (; n < n1; ++n) GemvBf16Block<M, 1>(w, x, y, n);
 }
 
+// 8 e4m3 codes -> 8 fp32 holding value · 2^-120: each code is shuffled into the top byte of its
+// dword and shifted down 4 with the sign copied, so sign lands in bit 31 and exponent/mantissa in
+// fp32's fields (whose bias is 120 larger). Codes of exponent 0 (e4m3 subnormals) become fp32
+// subnormals, exactly. No float conversion instruction is needed, which on this CPU is what
+// bounded the FP8 loop. NaN codes are not weights.
+inline __m256 Fp8x8ToFloatTiny(const uint8_t* p) {
+  const __m256i to_top_byte = _mm256_setr_epi8(-1, -1, -1, 0, -1, -1, -1, 1, -1, -1, -1, 2, -1, -1, -1, 3, -1,
+                                               -1, -1, 4, -1, -1, -1, 5, -1, -1, -1, 6, -1, -1, -1, 7);
+  const __m256i codes = _mm256_broadcastq_epi64(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+  const __m256i top = _mm256_shuffle_epi8(codes, to_top_byte);
+  return _mm256_castsi256_ps(
+      _mm256_and_si256(_mm256_srai_epi32(top, 4), _mm256_set1_epi32(static_cast<int32_t>(0x87f00000u))));
+}
+
 template <int M, int R>
 void GemvFp8Block(const PackedWeight& w, const float* x, float* y, int64_t n) {
   constexpr int kC = kChains<M>;  // accumulator chains per activation row; a step covers 32 weights
@@ -108,32 +122,25 @@ void GemvFp8Block(const PackedWeight& w, const float* x, float* y, int64_t n) {
     int64_t k = kb;
     for (; k + 32 <= k_end; k += 32) {
       for (int r = 0; r < R; ++r) {
-        // Unpacking bytes against zero yields words holding code << 8 (no shift needed); the
-        // in-lane unpack order is [0..7 | 16..23] and [8..15 | 24..31].
-        const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows[r] + k));
-        const __m256i lo = HalfFromCodeHigh(_mm256_unpacklo_epi8(_mm256_setzero_si256(), v));
-        const __m256i hi = HalfFromCodeHigh(_mm256_unpackhi_epi8(_mm256_setzero_si256(), v));
-        const __m256 q[4] = {_mm256_cvtph_ps(_mm256_castsi256_si128(lo)),
-                             _mm256_cvtph_ps(_mm256_castsi256_si128(hi)),
-                             _mm256_cvtph_ps(_mm256_extracti128_si256(lo, 1)),
-                             _mm256_cvtph_ps(_mm256_extracti128_si256(hi, 1))};
         for (int j = 0; j < 4; ++j) {
+          const __m256 q = Fp8x8ToFloatTiny(rows[r] + k + 8 * j);
           for (int i = 0; i < M; ++i) {
             acc[r][i][j % kC] =
-                _mm256_fmadd_ps(q[j], _mm256_loadu_ps(x + i * k_total + k + 8 * j), acc[r][i][j % kC]);
+                _mm256_fmadd_ps(q, _mm256_loadu_ps(x + i * k_total + k + 8 * j), acc[r][i][j % kC]);
           }
         }
       }
     }
     for (int r = 0; r < R; ++r) {
       const float block_scale = scales[r][kb / kFp8BlockSize];
-      const __m256 s = _mm256_set1_ps(block_scale * 256.0f);
+      const __m256 s = _mm256_set1_ps(block_scale * kFp8TinyToScaledActivation);
       for (int i = 0; i < M; ++i) {
         __m256 block = acc[r][i][0];
         for (int c = 1; c < kC; ++c) block = _mm256_add_ps(block, acc[r][i][c]);
         total[r][i] = _mm256_fmadd_ps(block, s, total[r][i]);
         for (int64_t kk = k; kk < k_end; ++kk) {
-          tail[r][i] += Fp8E4M3ToFloat(rows[r][kk]) * block_scale * x[i * k_total + kk];
+          tail[r][i] +=
+              Fp8E4M3ToFloat(rows[r][kk]) * block_scale * x[i * k_total + kk] * kFp8ActivationUnscale;
         }
       }
     }
