@@ -170,6 +170,37 @@ class DsaSwitch(unittest.TestCase):
                 self.assertGreater(row_rel(dense[beyond], hf[beyond]), 100 * LOGIT_RTOL)
 
 
+class CheckpointFormat(unittest.TestCase):
+    def test_bf16_rounds_to_nearest_even(self):
+        x = np.array([1.0, 1.0 + 2 ** -8, 1.0 + 3 * 2 ** -8, -2.5, 1.0 + 2 ** -9], np.float32)
+        bits = make_tiny_checkpoint.to_bf16_bits(x).astype(np.uint32) << 16
+        np.testing.assert_array_equal(bits.view(np.float32), [1.0, 1.0, 1.0 + 2 ** -6, -2.5, 1.0])
+
+    def test_sharded_checkpoint_loads_the_same(self):
+        d = tempfile.mkdtemp(prefix="tandem_shard_")
+        self.addCleanup(shutil.rmtree, d, True)
+        cfg = make_tiny_checkpoint.VARIANTS["glm"]
+        tensors = make_tiny_checkpoint.make_tensors(cfg)
+        names = sorted(tensors)
+        shards = {"model-00001-of-00002.safetensors": names[::2], "model-00002-of-00002.safetensors": names[1::2]}
+        weight_map = {}
+        for shard, part in shards.items():
+            with open(os.path.join(d, shard), "wb") as f:
+                f.write(make_tiny_checkpoint.safetensors_bytes({n: tensors[n] for n in part}, {"format": "pt"}))
+            weight_map.update({n: shard for n in part})
+        with open(os.path.join(d, "model.safetensors.index.json"), "w") as f:
+            json.dump({"metadata": {}, "weight_map": weight_map}, f)
+        with open(os.path.join(d, "config.json"), "w") as f:
+            json.dump(make_tiny_checkpoint.hf_config(cfg), f)
+        single = os.path.join(d, "single")
+        make_tiny_checkpoint.write_variant(single, "glm")
+        _, sharded_w = reference_model.load_checkpoint(d)
+        _, single_w = reference_model.load_checkpoint(single)
+        self.assertEqual(sorted(sharded_w), sorted(single_w))
+        for n in single_w:
+            np.testing.assert_array_equal(sharded_w[n], single_w[n], n)
+
+
 class Cli(unittest.TestCase):
     def test_writes_documented_npz(self):
         d = tempfile.mkdtemp(prefix="tandem_cli_")
