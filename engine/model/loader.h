@@ -31,7 +31,7 @@ struct LoadProgress {
 // Called after each packed tensor, one call at a time, from whichever worker finished it.
 using LoadProgressFn = std::function<void(const LoadProgress&)>;
 
-// A progress bar on stderr ("\rloading  45.0%  1.23/2.70 GB  1.85 GB/s  1234/4567 tensors"),
+// A progress bar on stderr ("\rloading  45.0%  1.23/2.70 GB  1.85 GB/s  1234/4567 tensors", MB below 1 GB),
 // redrawn at most every 100 ms and on the last tensor, then a newline.
 LoadProgressFn StderrProgressBar();
 

@@ -162,6 +162,10 @@ class Tensors {
   }
   io::TensorView& operator[](const std::string& name) { return views_.at(name); }
   void Erase(const std::string& name) { views_.erase(name); }
+  // A stray [1, 1] bf16 tensor the model does not use.
+  void Add(const std::string& name) {
+    views_[name] = io::TensorView{name, DType::kBF16, {1, 1}, std::as_bytes(std::span(one_))};
+  }
   StatusOr<ModelWeights> Assemble(LoadOptions options = {}) {
     options.threads = 1;
     return AssembleModel(
@@ -176,6 +180,7 @@ class Tensors {
 
  private:
   std::vector<OwnedTensor> owned_;
+  uint16_t one_[1] = {0x3f80};
   std::map<std::string, io::TensorView> views_;
 };
 
@@ -276,6 +281,28 @@ TEST(LoaderTest, F32LinearRoundsToBf16AndTiedHeadCopiesEmbeddings) {
   for (int i = 0; i < 1024 * 128; i += 997) {
     EXPECT_EQ(w->lm_head.bf16()[i], FloatToBf16(w->embed_tokens[i]));
   }
+}
+
+TEST(LoaderTest, VariantsPrefixNoQLoraMoeFreqAndExtraTensors) {
+  ModelConfig c = MustPreset("tiny");
+  c.tensor_prefix = "language_model.";  // Kimi K2.5/K2.6 checkpoints
+  c.q_lora_rank = 0;                    // plain q_proj
+  c.num_hidden_layers = 4;
+  c.moe_layer_freq = 2;  // MoE on layers 2 only (>= first_k_dense_replace 1 and even)
+  Tensors t(c, WeightFormat::kInt4Group32);
+  // An MTP-style extra layer and a vision tensor: ignored.
+  t.Add("language_model.model.layers.4.self_attn.o_proj.weight");
+  t.Add("vision_tower.patch_embed.proj.weight");
+  StatusOr<ModelWeights> w = t.Assemble();
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  EXPECT_EQ(w->layers[0].attn.q_proj.rows(), 4 * 48);
+  EXPECT_EQ(w->layers[0].attn.q_a_proj.rows(), 0);
+  EXPECT_FALSE(w->layers[1].is_moe);
+  EXPECT_TRUE(w->layers[2].is_moe);
+  EXPECT_FALSE(w->layers[3].is_moe);
+  EXPECT_EQ(w->layers[2].moe.experts[7].down_proj.format(), WeightFormat::kInt4Group32);
+  EXPECT_EQ(w->layers[2].moe.shared_experts.down_proj.format(), WeightFormat::kBf16);
+  EXPECT_EQ(w->LinearFormatCounts()[2], 8 * 3);
 }
 
 TEST(LoaderTest, ProgressBarAndMissingDirectory) {
