@@ -61,13 +61,15 @@ Status ParseRouting(const json& c, ModelConfig* m) {
   return Status::Ok();
 }
 
+// Defaults for absent fields are transformers' (DeepseekV3Config / GlmMoeDsaConfig); JSON null
+// means "none" (q_lora_rank: plain q_proj; n_group / topk_group: 1; n_shared_experts: 0).
 Status ParseFields(const json& c, ModelConfig* m) {
   const bool glm = m->architecture == Architecture::kGlmMoeDsa;
   ASSIGN_OR_RETURN(m->hidden_size, GetInt(c, "hidden_size", std::nullopt));
   ASSIGN_OR_RETURN(m->num_hidden_layers, GetInt(c, "num_hidden_layers", std::nullopt));
   ASSIGN_OR_RETURN(m->vocab_size, GetInt(c, "vocab_size", std::nullopt));
-  ASSIGN_OR_RETURN(m->max_position_embeddings, GetInt(c, "max_position_embeddings", 4096));
-  ASSIGN_OR_RETURN(m->rms_norm_eps, GetDouble(c, "rms_norm_eps", 1e-6));
+  ASSIGN_OR_RETURN(m->max_position_embeddings, GetInt(c, "max_position_embeddings", glm ? 202752 : 4096));
+  ASSIGN_OR_RETURN(m->rms_norm_eps, GetDouble(c, "rms_norm_eps", glm ? 1e-5 : 1e-6));
   ASSIGN_OR_RETURN(m->tie_word_embeddings, GetBool(c, "tie_word_embeddings", false));
   ASSIGN_OR_RETURN(m->num_attention_heads, GetInt(c, "num_attention_heads", std::nullopt));
   ASSIGN_OR_RETURN(m->q_lora_rank, GetInt(c, "q_lora_rank", 0, /*null_value=*/0));
@@ -80,11 +82,11 @@ Status ParseFields(const json& c, ModelConfig* m) {
   ASSIGN_OR_RETURN(m->n_routed_experts, GetInt(c, "n_routed_experts", std::nullopt));
   ASSIGN_OR_RETURN(m->num_experts_per_tok, GetInt(c, "num_experts_per_tok", std::nullopt));
   ASSIGN_OR_RETURN(m->n_shared_experts, GetInt(c, "n_shared_experts", 0, 0));
-  ASSIGN_OR_RETURN(m->first_k_dense_replace, GetInt(c, "first_k_dense_replace", glm ? 3 : 0, 0));
+  ASSIGN_OR_RETURN(m->first_k_dense_replace, GetInt(c, "first_k_dense_replace", 3, 0));
   ASSIGN_OR_RETURN(m->moe_layer_freq, GetInt(c, "moe_layer_freq", 1, 1));
-  ASSIGN_OR_RETURN(m->n_group, GetInt(c, "n_group", 1, 1));
-  ASSIGN_OR_RETURN(m->topk_group, GetInt(c, "topk_group", 1, 1));
-  ASSIGN_OR_RETURN(m->routed_scaling_factor, GetDouble(c, "routed_scaling_factor", 1.0));
+  ASSIGN_OR_RETURN(m->n_group, GetInt(c, "n_group", glm ? 1 : 8, 1));
+  ASSIGN_OR_RETURN(m->topk_group, GetInt(c, "topk_group", glm ? 1 : 4, 1));
+  ASSIGN_OR_RETURN(m->routed_scaling_factor, GetDouble(c, "routed_scaling_factor", 2.5));
   ASSIGN_OR_RETURN(m->norm_topk_prob, GetBool(c, "norm_topk_prob", true));
   if (auto qk = GetInt(c, "qk_head_dim", -1); qk.ok() && *qk >= 0 && *qk != m->qk_head_dim()) {
     return Status::InvalidArgument("config.json: qk_head_dim " + std::to_string(*qk) +

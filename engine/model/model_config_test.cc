@@ -183,6 +183,51 @@ TEST(ModelConfigTest, IndexerSharingSchedules) {
   EXPECT_EQ(c.indexer.full_layers, (std::vector<bool>{true, true, false, true}));
 }
 
+TEST(ModelConfigTest, AbsentFieldsTakeTransformersDefaults) {
+  json j = json::parse(kKimiK2);
+  for (const char* key :
+       {"n_group", "topk_group", "first_k_dense_replace", "routed_scaling_factor", "rms_norm_eps",
+        "max_position_embeddings", "rope_scaling", "rope_theta", "scoring_func", "topk_method",
+        "norm_topk_prob", "moe_layer_freq", "tie_word_embeddings", "quantization_config"}) {
+    j.erase(key);
+  }
+  ModelConfig c = MustParse(j.dump());
+  EXPECT_EQ(c.n_group, 8);
+  EXPECT_EQ(c.topk_group, 4);
+  EXPECT_EQ(c.first_k_dense_replace, 3);
+  EXPECT_DOUBLE_EQ(c.routed_scaling_factor, 2.5);
+  EXPECT_DOUBLE_EQ(c.rms_norm_eps, 1e-6);
+  EXPECT_EQ(c.max_position_embeddings, 4096);
+  EXPECT_FALSE(c.rope.yarn);
+  EXPECT_DOUBLE_EQ(c.rope.theta, 10000.0);
+  EXPECT_EQ(c.scoring_func, ScoringFunc::kSigmoid);
+  EXPECT_EQ(c.topk_method, TopkMethod::kNoAuxTc);
+  EXPECT_TRUE(c.norm_topk_prob);
+  EXPECT_EQ(c.moe_layer_freq, 1);
+  EXPECT_FALSE(c.tie_word_embeddings);
+  EXPECT_EQ(c.quantization.method, QuantizationConfig::Method::kNone);
+  j["n_group"] = nullptr;  // null: no grouping
+  j["topk_group"] = nullptr;
+  c = MustParse(j.dump());
+  EXPECT_EQ(c.n_group, 1);
+  EXPECT_EQ(c.topk_group, 1);
+
+  json g = json::parse(kGlm5);
+  for (const char* key : {"n_group", "topk_group", "rms_norm_eps", "max_position_embeddings", "index_n_heads",
+                          "index_head_dim", "index_topk", "first_k_dense_replace"}) {
+    g.erase(key);
+  }
+  c = MustParse(g.dump());
+  EXPECT_EQ(c.n_group, 1);
+  EXPECT_EQ(c.topk_group, 1);
+  EXPECT_DOUBLE_EQ(c.rms_norm_eps, 1e-5);
+  EXPECT_EQ(c.max_position_embeddings, 202752);
+  EXPECT_EQ(c.first_k_dense_replace, 3);
+  EXPECT_EQ(c.indexer.n_heads, 32);
+  EXPECT_EQ(c.indexer.head_dim, 128);
+  EXPECT_EQ(c.indexer.topk, 2048);
+}
+
 TEST(ModelConfigTest, NullQLoraMeansPlainQProj) {
   json j = json::parse(kKimiK2);
   j["q_lora_rank"] = nullptr;
