@@ -1,0 +1,70 @@
+#include "engine/model/dsa_indexer.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "engine/model/forward_ops.h"
+
+namespace tandem::engine::model {
+
+Status DsaIndexerSelect(const ModelConfig& config, const DsaIndexerWeights& w, const Rope& rope,
+                        int64_t layer, const float* h, const float* q_resid, int64_t tokens,
+                        std::span<const AttnSegment> segs, ThreadPool* pool,
+                        const kernels::cpu::MatmulOptions& options, std::vector<KeyMask>* masks) {
+  const int64_t heads = config.indexer.n_heads;
+  const int64_t dim = config.indexer.head_dim;
+  const int64_t topk = config.indexer.topk;
+  std::vector<float> q(tokens * heads * dim), k(tokens * dim), head_w(tokens * heads);
+  RETURN_IF_ERROR(kernels::cpu::Matmul(w.wq_b, q_resid, tokens, q.data(), pool, options));  // [T, H, d]
+  RETURN_IF_ERROR(kernels::cpu::Matmul(w.wk, h, tokens, k.data(), pool, options));          // [T, d]
+  RETURN_IF_ERROR(kernels::cpu::Matmul(w.weights_proj, h, tokens, head_w.data(), pool, options));  // [T, H]
+  LayerNormRows(k.data(), tokens, dim, w.k_norm_weight.data(), w.k_norm_bias.data(), 1e-6);
+  const double inv_sqrt_d = 1.0 / std::sqrt(static_cast<double>(dim));
+  const double inv_sqrt_h = 1.0 / std::sqrt(static_cast<double>(heads));
+
+  masks->assign(segs.size(), KeyMask());
+  for (size_t s = 0; s < segs.size(); ++s) {
+    const AttnSegment& seg = segs[s];
+    std::vector<float>& keys = seg.seq->index_keys[layer];  // [context, d] after the append
+    for (int64_t i = 0; i < seg.num_new; ++i) {
+      const int64_t row = seg.first_row + i;
+      rope.Apply(q.data() + row * heads * dim, heads, dim, seg.past + i);
+      rope.Apply(k.data() + row * dim, 1, dim, seg.past + i);
+      keys.insert(keys.end(), k.data() + row * dim, k.data() + (row + 1) * dim);
+    }
+    const int64_t ctx = seg.context();
+    if (ctx <= topk) continue;  // every query of this segment sees at most top-k keys: dense
+    KeyMask& mask = (*masks)[s];
+    mask.assign(seg.num_new * ctx, 0);
+    std::vector<double> score;
+    std::vector<int64_t> order;
+    for (int64_t i = 0; i < seg.num_new; ++i) {
+      const int64_t row = seg.first_row + i;
+      const int64_t visible = seg.past + i + 1;  // causal keys of this query
+      uint8_t* allowed = mask.data() + i * ctx;
+      if (visible <= topk) {
+        std::fill(allowed, allowed + visible, 1);
+        continue;
+      }
+      score.assign(visible, 0.0);
+      for (int64_t hd = 0; hd < heads; ++hd) {
+        const float* qh = q.data() + (row * heads + hd) * dim;
+        const double wh = head_w[row * heads + hd] * inv_sqrt_h;
+        for (int64_t t = 0; t < visible; ++t) {
+          const float* kt = keys.data() + t * dim;
+          double dot = 0;
+          for (int64_t d = 0; d < dim; ++d) dot += static_cast<double>(qh[d]) * kt[d];
+          score[t] += wh * std::max(dot * inv_sqrt_d, 0.0);
+        }
+      }
+      order.resize(visible);
+      std::iota(order.begin(), order.end(), 0);
+      std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return score[a] > score[b]; });
+      for (int64_t j = 0; j < topk; ++j) allowed[order[j]] = 1;
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace tandem::engine::model

@@ -1,0 +1,30 @@
+#pragma once
+// GLM's DeepSeek Sparse Attention indexer: picks, for each query, the index_topk keys its MLA
+// attention may read. score(q, t) = Σ_h w_h · relu(q_h · k_t / sqrt(d)), w = weights_proj(x) /
+// sqrt(H); q_h = wq_b(q_resid) [H, d], k_t = LayerNorm(wk(x_t)) [d] shared by the heads, RoPE on
+// the first qk_rope_head_dim values of both. A context of at most index_topk keys is attended
+// densely (no mask).
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "common/status.h"
+#include "engine/core/thread_pool.h"
+#include "engine/kernels/cpu/matmul.h"
+#include "engine/model/forward_ops.h"
+#include "engine/model/forward_types.h"
+#include "engine/model/model_weights.h"
+
+namespace tandem::engine::model {
+
+// Appends the new tokens' indexer keys to segs[i].seq->index_keys[layer] and writes each
+// segment's mask (masks->at(i); empty when every query's context is within index_topk, else
+// [num_new, context] with causal keys outside the top-k cleared).
+// h: [T, hidden] the layer's normed input; q_resid: [T, q_lora] the q_a_layernorm output.
+Status DsaIndexerSelect(const ModelConfig& config, const DsaIndexerWeights& w, const Rope& rope,
+                        int64_t layer, const float* h, const float* q_resid, int64_t tokens,
+                        std::span<const AttnSegment> segs, ThreadPool* pool,
+                        const kernels::cpu::MatmulOptions& options, std::vector<KeyMask>* masks);
+
+}  // namespace tandem::engine::model

@@ -1,0 +1,140 @@
+#include "engine/model/forward.h"
+
+#include <algorithm>
+#include <set>
+#include <string>
+
+#include "engine/model/moe.h"
+
+namespace tandem::engine::model {
+
+ModelRunner::ModelRunner(const ModelWeights& weights, ThreadPool* pool, kv::PagePool* kv)
+    : weights_(weights), pool_(pool), kv_(kv), rope_(weights.config.rope, weights.config.qk_rope_head_dim) {}
+
+StatusOr<std::unique_ptr<ModelRunner>> ModelRunner::Create(const ModelWeights& weights, ThreadPool* pool,
+                                                           kv::PagePool* kv) {
+  const ModelConfig& c = weights.config;
+  const kv::KvShape& shape = kv->config().shape;
+  if (static_cast<int64_t>(shape.num_layers) != c.num_hidden_layers ||
+      static_cast<int64_t>(shape.kv_lora_rank) != c.kv_lora_rank ||
+      static_cast<int64_t>(shape.rope_dim) != c.qk_rope_head_dim) {
+    return Status::InvalidArgument(
+        "KV page pool shape (" + std::to_string(shape.num_layers) + " layers, " +
+        std::to_string(shape.kv_lora_rank) + " + " + std::to_string(shape.rope_dim) +
+        ") does not match the model (" + std::to_string(c.num_hidden_layers) + " layers, " +
+        std::to_string(c.kv_lora_rank) + " + " + std::to_string(c.qk_rope_head_dim) + ")");
+  }
+  if (c.has_indexer() && !c.has_q_lora()) {
+    return Status::InvalidArgument(
+        "glm_moe_dsa needs q_lora_rank: the DSA indexer reads the q_a_layernorm output");
+  }
+  if (static_cast<int64_t>(weights.layers.size()) != c.num_hidden_layers) {
+    return Status::InvalidArgument("weights hold " + std::to_string(weights.layers.size()) +
+                                   " layers, config " + std::to_string(c.num_hidden_layers));
+  }
+  std::unique_ptr<ModelRunner> runner(new ModelRunner(weights, pool, kv));
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+    ASSIGN_OR_RETURN(MlaAttention a, MlaAttention::Create(c, weights.layers[l], l, &runner->rope_, pool));
+    runner->attention_.push_back(std::move(a));
+  }
+  return runner;
+}
+
+int64_t ModelRunner::PagesNeeded(const KvSequence& seq, int64_t new_tokens) const {
+  const int64_t page_tokens = static_cast<int64_t>(kv_->page_tokens());
+  return (seq.num_tokens + new_tokens + page_tokens - 1) / page_tokens;
+}
+
+Status ModelRunner::Validate(std::span<const StepInput> batch) const {
+  if (batch.empty()) return Status::InvalidArgument("empty batch");
+  std::set<const KvSequence*> seen;
+  for (size_t b = 0; b < batch.size(); ++b) {
+    const StepInput& in = batch[b];
+    const std::string where = "batch entry " + std::to_string(b);
+    if (in.seq == nullptr) return Status::InvalidArgument(where + ": null sequence");
+    if (!seen.insert(in.seq).second) return Status::InvalidArgument(where + ": sequence appears twice");
+    if (in.tokens.empty()) return Status::InvalidArgument(where + ": no tokens");
+    for (int32_t t : in.tokens) {
+      if (t < 0 || t >= config().vocab_size) {
+        return Status::InvalidArgument(where + ": token id " + std::to_string(t) +
+                                       " outside the vocabulary of " + std::to_string(config().vocab_size));
+      }
+    }
+    const int64_t need = PagesNeeded(*in.seq, static_cast<int64_t>(in.tokens.size()));
+    if (static_cast<int64_t>(in.seq->pages.size()) < need) {
+      return Status::FailedPrecondition(where + ": needs " + std::to_string(need) + " KV pages, holds " +
+                                        std::to_string(in.seq->pages.size()));
+    }
+    for (int64_t p = 0; p < need; ++p) {
+      if (in.seq->pages[p] >= kv_->num_pages()) {
+        return Status::FailedPrecondition(where + ": page " + std::to_string(in.seq->pages[p]) +
+                                          " outside the pool of " + std::to_string(kv_->num_pages()));
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+Status ModelRunner::Forward(std::span<const StepInput> batch, const ForwardOptions& options,
+                            std::vector<float>* logits) {
+  RETURN_IF_ERROR(Validate(batch));
+  const ModelConfig& c = config();
+  const int64_t hidden = c.hidden_size;
+  std::vector<AttnSegment> segs;
+  int64_t tokens = 0;
+  for (const StepInput& in : batch) {
+    AttnSegment seg;
+    seg.seq = in.seq;
+    seg.first_row = tokens;
+    seg.num_new = static_cast<int64_t>(in.tokens.size());
+    seg.past = in.seq->num_tokens;
+    seg.form = options.form != MlaForm::kAuto ? options.form
+                                              : (seg.num_new == 1 ? MlaForm::kAbsorbed : MlaForm::kExpanded);
+    if (c.has_indexer()) {  // drop keys a failed step may have left past num_tokens
+      in.seq->index_keys.resize(c.num_hidden_layers);
+      for (auto& keys : in.seq->index_keys) keys.resize(seg.past * c.indexer.head_dim);
+    }
+    tokens += seg.num_new;
+    segs.push_back(seg);
+  }
+  std::vector<float> x(tokens * hidden);  // [T, hidden] residual stream
+  for (size_t b = 0; b < batch.size(); ++b) {
+    for (size_t i = 0; i < batch[b].tokens.size(); ++i) {
+      std::copy_n(weights_.embed_tokens.data() + batch[b].tokens[i] * hidden, hidden,
+                  x.data() + (segs[b].first_row + static_cast<int64_t>(i)) * hidden);
+    }
+  }
+  std::vector<KeyMask> index_masks;
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+    RETURN_IF_ERROR(Layer(l, segs, tokens, options, &index_masks, &x));
+  }
+  for (const AttnSegment& seg : segs) seg.seq->num_tokens += seg.num_new;
+  RmsNormRows(x.data(), tokens, hidden, hidden, weights_.norm.data(), c.rms_norm_eps);
+  logits->resize(tokens * c.vocab_size);
+  return kernels::cpu::Matmul(weights_.lm_head, x.data(), tokens, logits->data(), pool_, options.matmul);
+}
+
+Status ModelRunner::Layer(int64_t layer, std::span<const AttnSegment> segs, int64_t tokens,
+                          const ForwardOptions& options, std::vector<KeyMask>* index_masks,
+                          std::vector<float>* x) const {
+  const ModelConfig& c = config();
+  const LayerWeights& w = weights_.layers[layer];
+  const int64_t n = tokens * c.hidden_size;
+  std::vector<float> h(x->begin(), x->end()), delta(n);
+  RmsNormRows(h.data(), tokens, c.hidden_size, c.hidden_size, w.input_layernorm.data(), c.rms_norm_eps);
+  RETURN_IF_ERROR(attention_[layer].Forward(h.data(), tokens, segs, kv_, options.use_indexer, index_masks,
+                                            pool_, options.matmul, delta.data()));
+  for (int64_t i = 0; i < n; ++i) (*x)[i] += delta[i];
+  std::copy(x->begin(), x->end(), h.begin());
+  RmsNormRows(h.data(), tokens, c.hidden_size, c.hidden_size, w.post_attention_layernorm.data(),
+              c.rms_norm_eps);
+  if (w.is_moe) {
+    RETURN_IF_ERROR(MoeForward(c, w.moe, h.data(), tokens, delta.data(), pool_, options.matmul));
+  } else {
+    RETURN_IF_ERROR(MlpForward(w.dense_mlp, h.data(), tokens, delta.data(), pool_, options.matmul));
+  }
+  for (int64_t i = 0; i < n; ++i) (*x)[i] += delta[i];
+  return Status::Ok();
+}
+
+}  // namespace tandem::engine::model

@@ -1,0 +1,102 @@
+#include "engine/model/forward_ops.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace tandem::engine::model {
+
+void RmsNormRows(float* x, int64_t rows, int64_t dim, int64_t stride, const float* weight, double eps) {
+  for (int64_t r = 0; r < rows; ++r) {
+    float* row = x + r * stride;
+    double sum_sq = 0;
+    for (int64_t i = 0; i < dim; ++i) sum_sq += static_cast<double>(row[i]) * row[i];
+    const double inv = 1.0 / std::sqrt(sum_sq / static_cast<double>(dim) + eps);
+    for (int64_t i = 0; i < dim; ++i) row[i] = static_cast<float>(row[i] * inv * weight[i]);
+  }
+}
+
+void LayerNormRows(float* x, int64_t rows, int64_t dim, const float* weight, const float* bias, double eps) {
+  for (int64_t r = 0; r < rows; ++r) {
+    float* row = x + r * dim;
+    double mean = 0;
+    for (int64_t i = 0; i < dim; ++i) mean += row[i];
+    mean /= static_cast<double>(dim);
+    double var = 0;
+    for (int64_t i = 0; i < dim; ++i) var += (row[i] - mean) * (row[i] - mean);
+    const double inv = 1.0 / std::sqrt(var / static_cast<double>(dim) + eps);
+    for (int64_t i = 0; i < dim; ++i)
+      row[i] = static_cast<float>((row[i] - mean) * inv * weight[i] + bias[i]);
+  }
+}
+
+void SiluMul(float* gate, const float* up, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = gate[i];
+    gate[i] = g / (1.0f + std::exp(-g)) * up[i];
+  }
+}
+
+void SoftmaxInPlace(float* x, int64_t n) {
+  float max_v = -std::numeric_limits<float>::infinity();
+  for (int64_t i = 0; i < n; ++i) max_v = std::max(max_v, x[i]);
+  double sum = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    x[i] = std::isinf(x[i]) && x[i] < 0 ? 0.0f : std::exp(x[i] - max_v);
+    sum += x[i];
+  }
+  const float inv = static_cast<float>(1.0 / sum);
+  for (int64_t i = 0; i < n; ++i) x[i] *= inv;
+}
+
+namespace {
+
+// The rotary dimension whose wavelength fits `rotations` turns in `max_pos` positions.
+double CorrectionDim(double rotations, int64_t dim, double theta, int64_t max_pos) {
+  return dim * std::log(static_cast<double>(max_pos) / (rotations * 2 * M_PI)) / (2 * std::log(theta));
+}
+
+}  // namespace
+
+Rope::Rope(const RopeConfig& config, int64_t dim)
+    : dim_(dim), interleave_(config.interleave), attention_factor_(config.AttentionFactor()) {
+  const int64_t half = dim / 2;
+  inv_freq_.resize(half);
+  for (int64_t i = 0; i < half; ++i) {
+    inv_freq_[i] = 1.0 / std::pow(config.theta, static_cast<double>(2 * i) / static_cast<double>(dim));
+  }
+  if (!config.yarn) return;
+  double low = CorrectionDim(config.beta_fast, dim, config.theta, config.original_max_position_embeddings);
+  double high = CorrectionDim(config.beta_slow, dim, config.theta, config.original_max_position_embeddings);
+  if (config.truncate) {
+    low = std::floor(low);
+    high = std::ceil(high);
+  }
+  low = std::max(low, 0.0);
+  high = std::min(high, static_cast<double>(dim - 1));
+  if (low == high) high += 0.001;
+  for (int64_t i = 0; i < half; ++i) {
+    // ramp 0 keeps the original frequency; ramp 1 divides it by the scaling factor.
+    const double ramp = std::clamp((static_cast<double>(i) - low) / (high - low), 0.0, 1.0);
+    inv_freq_[i] = inv_freq_[i] / config.factor * ramp + inv_freq_[i] * (1.0 - ramp);
+  }
+}
+
+void Rope::Apply(float* x, int64_t count, int64_t stride, int64_t pos) const {
+  const int64_t half = dim_ / 2;
+  for (int64_t i = 0; i < half; ++i) {
+    const double angle = static_cast<double>(pos) * inv_freq_[i];
+    const double c = std::cos(angle) * attention_factor_;
+    const double s = std::sin(angle) * attention_factor_;
+    const int64_t a = interleave_ ? 2 * i : i;
+    const int64_t b = interleave_ ? 2 * i + 1 : i + half;
+    for (int64_t j = 0; j < count; ++j) {
+      float* v = x + j * stride;
+      const double x0 = v[a], x1 = v[b];
+      v[a] = static_cast<float>(x0 * c - x1 * s);
+      v[b] = static_cast<float>(x1 * c + x0 * s);
+    }
+  }
+}
+
+}  // namespace tandem::engine::model

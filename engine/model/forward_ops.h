@@ -1,0 +1,51 @@
+#pragma once
+// Element-wise and row-wise pieces of the forward pass (fp32 activations, double where a sum
+// decides accuracy): RMSNorm, LayerNorm, SwiGLU, softmax and YaRN RoPE. Every function works on
+// row-major [rows, dim] buffers; none allocates more than a row.
+
+#include <cstdint>
+#include <vector>
+
+#include "engine/model/model_config.h"
+
+namespace tandem::engine::model {
+
+// x[r] <- x[r] / sqrt(mean(x[r]^2) + eps) * weight, for each of `rows` rows of `dim` values read
+// with a row stride of `stride` (>= dim): normalizes a column slice in place.
+void RmsNormRows(float* x, int64_t rows, int64_t dim, int64_t stride, const float* weight, double eps);
+
+// LayerNorm of each row: (x - mean) / sqrt(var + eps) * weight + bias. x: [rows, dim].
+void LayerNormRows(float* x, int64_t rows, int64_t dim, const float* weight, const float* bias, double eps);
+
+// gate[i] <- silu(gate[i]) * up[i] for n values (SwiGLU's activation).
+void SiluMul(float* gate, const float* up, int64_t n);
+
+// In-place softmax over n values; entries equal to -inf get probability 0. REQUIRES: at least
+// one finite entry.
+void SoftmaxInPlace(float* x, int64_t n);
+
+// RoPE over `dim` rotary values with YaRN scaling, as DeepSeek-V3 / GLM define it: frequency i
+// blends theta^(-2i/dim) (ramp 0, extrapolation) and theta^(-2i/dim) / factor (ramp 1) over the
+// correction range of beta_fast..beta_slow rotations in original_max_position_embeddings; cos and
+// sin are multiplied by RopeConfig::AttentionFactor().
+class Rope {
+ public:
+  Rope(const RopeConfig& config, int64_t dim);
+
+  int64_t dim() const { return dim_; }
+  const std::vector<double>& inv_freq() const { return inv_freq_; }  // [dim / 2]
+  double attention_factor() const { return attention_factor_; }
+
+  // Rotates `count` vectors of `dim` values, vector j at x + j * stride, all at position `pos`.
+  // Interleaved (DeepSeek/GLM checkpoints): pairs (2i, 2i+1) rotate by pos * inv_freq[i];
+  // otherwise rotate_half: pairs (i, i + dim/2).
+  void Apply(float* x, int64_t count, int64_t stride, int64_t pos) const;
+
+ private:
+  int64_t dim_;
+  bool interleave_;
+  double attention_factor_;
+  std::vector<double> inv_freq_;
+};
+
+}  // namespace tandem::engine::model

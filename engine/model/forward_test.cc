@@ -1,0 +1,285 @@
+// Unit tests of the forward pass pieces: RoPE against its closed form, routing on hand-made
+// cases, and the runner's invariants on dummy models (absorbed == expanded MLA, a varlen batch ==
+// each sequence alone, chunked == whole prefill, errors). Logit agreement with the float64
+// reference is tests/reference/test_engine_vs_reference.py.
+#include "engine/model/forward.h"
+
+#include <cmath>
+#include <memory>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "engine/model/dummy_model.h"
+#include "engine/model/moe.h"
+#include "engine/model/presets.h"
+
+namespace tandem::engine::model {
+namespace {
+
+TEST(RopeTest, PlainRopeIsARotationByPositionTimesFrequency) {
+  RopeConfig rc;
+  rc.theta = 100.0;
+  const int64_t dim = 8;
+  for (bool interleave : {true, false}) {
+    rc.interleave = interleave;
+    Rope rope(rc, dim);
+    std::vector<float> x = {0.5f, -1.0f, 2.0f, 0.25f, 1.5f, -0.75f, 1.0f, 3.0f};
+    std::vector<float> y = x;
+    const int64_t pos = 7;
+    rope.Apply(y.data(), 1, dim, pos);
+    for (int64_t i = 0; i < dim / 2; ++i) {
+      const double angle = pos * std::pow(100.0, -2.0 * i / dim);
+      const int64_t a = interleave ? 2 * i : i, b = interleave ? 2 * i + 1 : i + dim / 2;
+      EXPECT_NEAR(y[a], x[a] * std::cos(angle) - x[b] * std::sin(angle), 1e-5) << i;
+      EXPECT_NEAR(y[b], x[b] * std::cos(angle) + x[a] * std::sin(angle), 1e-5) << i;
+    }
+  }
+}
+
+TEST(RopeTest, YarnKeepsFastDimsDividesSlowOnesAndScalesByMscale) {
+  RopeConfig rc;
+  rc.theta = 10000.0;
+  rc.yarn = true;
+  rc.factor = 4.0;
+  rc.original_max_position_embeddings = 64;
+  rc.mscale = 0.9;
+  rc.mscale_all_dim = 0.7;
+  const int64_t dim = 16;
+  Rope rope(rc, dim);
+  // Correction range: floor(-0.99) -> 0 to ceil(2.02) = 3, so frequency 0 is kept, 1 and 2 are
+  // blended and 3.. are divided by the factor.
+  for (int64_t i = 0; i < dim / 2; ++i) {
+    const double base = std::pow(10000.0, -2.0 * i / dim);
+    if (i == 0) {
+      EXPECT_DOUBLE_EQ(rope.inv_freq()[i], base);
+    } else if (i >= 3) {
+      EXPECT_NEAR(rope.inv_freq()[i], base / 4.0, 1e-15) << i;
+    } else {
+      const double ramp = i / 3.0;
+      EXPECT_NEAR(rope.inv_freq()[i], base / 4.0 * ramp + base * (1 - ramp), 1e-15) << i;
+    }
+    EXPECT_LE(rope.inv_freq()[i], base * (1 + 1e-12));
+    EXPECT_GE(rope.inv_freq()[i], base / 4.0 * (1 - 1e-12));
+  }
+  const double expected = (0.1 * 0.9 * std::log(4.0) + 1) / (0.1 * 0.7 * std::log(4.0) + 1);
+  EXPECT_NEAR(rope.attention_factor(), expected, 1e-12);
+  std::vector<float> x(dim, 1.0f);
+  rope.Apply(x.data(), 1, dim, 0);  // position 0: no rotation, only the factor
+  for (float v : x) EXPECT_NEAR(v, expected, 1e-6);
+}
+
+ModelConfig RoutingConfig() {
+  ModelConfig c;
+  c.n_routed_experts = 8;
+  c.num_experts_per_tok = 2;
+  c.n_group = 4;  // groups {0,1} {2,3} {4,5} {6,7}
+  c.topk_group = 2;
+  c.routed_scaling_factor = 2.0;
+  c.norm_topk_prob = true;
+  return c;
+}
+
+float Logit(double sigmoid) { return static_cast<float>(std::log(sigmoid / (1 - sigmoid))); }
+
+TEST(RoutingTest, GroupsRankedByTheirTwoBestScoresLimitTheChoice) {
+  const ModelConfig c = RoutingConfig();
+  // Expert 0 is the single best, but its group {0,1} sums lower than {2,3} and {6,7}.
+  std::vector<float> logits = {Logit(0.95), Logit(0.05), Logit(0.6), Logit(0.6),
+                               Logit(0.1),  Logit(0.1),  Logit(0.5), Logit(0.55)};
+  const Routing r = RouteToken(c, logits.data(), nullptr);
+  ASSERT_EQ(r.experts.size(), 2u);
+  EXPECT_EQ(r.experts[0], 2);  // ties go to the lower index
+  EXPECT_EQ(r.experts[1], 3);
+  EXPECT_NEAR(r.gates[0], 1.0, 1e-6);  // 0.6 / 1.2 * 2
+  EXPECT_NEAR(r.gates[1], 1.0, 1e-6);
+}
+
+TEST(RoutingTest, BiasChoosesButGatesUseUnbiasedScores) {
+  ModelConfig c = RoutingConfig();
+  c.norm_topk_prob = false;
+  std::vector<float> logits(8, Logit(0.5));
+  logits[6] = Logit(0.7);
+  std::vector<float> bias(8, 0.0f);
+  bias[1] = 0.5f;  // lifts expert 1 (and its group) above 6
+  bias[0] = 0.3f;  // 0.8 biased: above expert 6 (0.7)
+  const Routing r = RouteToken(c, logits.data(), bias.data());
+  EXPECT_EQ(r.experts, (std::vector<int32_t>{1, 0}));
+  EXPECT_NEAR(r.gates[0], 0.5 * 2.0, 1e-6);  // unbiased sigmoid, times the scaling factor
+  EXPECT_NEAR(r.gates[1], 0.5 * 2.0, 1e-6);
+}
+
+TEST(RoutingTest, GreedyIgnoresGroups) {
+  ModelConfig c = RoutingConfig();
+  c.topk_method = TopkMethod::kGreedy;
+  c.topk_group = 1;
+  std::vector<float> logits = {Logit(0.9), Logit(0.1), Logit(0.1), Logit(0.1),
+                               Logit(0.1), Logit(0.1), Logit(0.1), Logit(0.8)};
+  EXPECT_EQ(RouteToken(c, logits.data(), nullptr).experts, (std::vector<int32_t>{0, 7}));
+  c.topk_method = TopkMethod::kNoAuxTc;  // groups {0,1} and {6,7} tie on their sums: the lower wins
+  EXPECT_EQ(RouteToken(c, logits.data(), nullptr).experts, (std::vector<int32_t>{0, 1}));
+}
+
+// A dummy model, a page pool and a runner; pages are handed out in order.
+class Harness {
+ public:
+  Harness(const char* preset, KvCacheDtype dtype = KvCacheDtype::kBf16) : pool_(2) {
+    ModelConfig c = Preset(preset).value();
+    weights_ = std::make_unique<ModelWeights>(MakeDummyModel(c, WeightFormat::kBf16, 7, 2).value());
+    kv::PagePoolConfig pc;
+    pc.shape = {static_cast<size_t>(c.num_hidden_layers), static_cast<size_t>(c.kv_lora_rank),
+                static_cast<size_t>(c.qk_rope_head_dim)};
+    pc.dtype = dtype;
+    pc.page_tokens = 4;
+    pc.budget_bytes = 64 * kv::ComputePoolGeometry([&] {
+                             auto p = pc;
+                             p.budget_bytes = 1 << 24;
+                             return p;
+                           }())
+                               .value()
+                               .page_bytes;
+    kv_ = kv::PagePool::Create(pc).value();
+    runner_ = ModelRunner::Create(*weights_, &pool_, kv_.get()).value();
+  }
+
+  ModelRunner& runner() { return *runner_; }
+  int64_t vocab() const { return weights_->config.vocab_size; }
+
+  // Runs one step over `seqs` (growing their pages) and returns the logits.
+  std::vector<float> Step(std::vector<KvSequence*> seqs, const std::vector<std::vector<int32_t>>& tokens,
+                          MlaForm form = MlaForm::kAuto) {
+    std::vector<StepInput> batch;
+    for (size_t i = 0; i < seqs.size(); ++i) {
+      while (static_cast<int64_t>(seqs[i]->pages.size()) <
+             runner_->PagesNeeded(*seqs[i], static_cast<int64_t>(tokens[i].size()))) {
+        seqs[i]->pages.push_back(next_page_++);
+      }
+      batch.push_back({seqs[i], tokens[i]});
+    }
+    std::vector<float> logits;
+    ForwardOptions options;
+    options.form = form;
+    EXPECT_TRUE(runner_->Forward(batch, options, &logits).ok());
+    return logits;
+  }
+
+ private:
+  ThreadPool pool_;
+  std::unique_ptr<ModelWeights> weights_;
+  std::unique_ptr<kv::PagePool> kv_;
+  std::unique_ptr<ModelRunner> runner_;
+  kv::PageId next_page_ = 0;
+};
+
+std::vector<int32_t> Tokens(int n, int seed) {
+  std::vector<int32_t> t;
+  for (int i = 0; i < n; ++i) t.push_back((seed * 131 + i * 37 + i * i * 11) % 1000);
+  return t;
+}
+
+// max over rows of max|a - b| / max|b|.
+double RowRel(const std::vector<float>& a, const std::vector<float>& b, int64_t vocab) {
+  EXPECT_EQ(a.size(), b.size());
+  double worst = 0;
+  for (size_t r = 0; r * vocab < b.size(); ++r) {
+    double diff = 0, scale = 0;
+    for (int64_t i = 0; i < vocab; ++i) {
+      diff = std::max(diff, std::fabs(static_cast<double>(a[r * vocab + i]) - b[r * vocab + i]));
+      scale = std::max(scale, std::fabs(static_cast<double>(b[r * vocab + i])));
+    }
+    worst = std::max(worst, diff / scale);
+  }
+  return worst;
+}
+
+// Same math in another order, plus the odd latent value rounding to the other BF16 neighbour.
+constexpr double kSameMathRtol = 2e-3;
+
+class RunnerTest : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(RunnerTest, AbsorbedMlaEqualsExpanded) {
+  Harness expanded(GetParam()), absorbed(GetParam());
+  KvSequence a, b;
+  const std::vector<int32_t> prompt = Tokens(21, 1);  // > tiny-glm's index_topk 16: sparse rows
+  EXPECT_LE(RowRel(absorbed.Step({&b}, {prompt}, MlaForm::kAbsorbed),
+                   expanded.Step({&a}, {prompt}, MlaForm::kExpanded), expanded.vocab()),
+            kSameMathRtol);
+  for (int32_t t : {5, 900, 42}) {
+    EXPECT_LE(RowRel(absorbed.Step({&b}, {{t}}, MlaForm::kAbsorbed),
+                     expanded.Step({&a}, {{t}}, MlaForm::kExpanded), expanded.vocab()),
+              kSameMathRtol);
+  }
+}
+
+TEST_P(RunnerTest, VarlenBatchEqualsEachSequenceAlone) {
+  const std::vector<std::vector<int32_t>> prompts = {Tokens(1, 2), Tokens(7, 3), Tokens(23, 4)};
+  Harness batched(GetParam());
+  std::vector<KvSequence> seqs(3);
+  std::vector<float> all = batched.Step({&seqs[0], &seqs[1], &seqs[2]}, prompts);
+  std::vector<float> decode = batched.Step({&seqs[0], &seqs[1], &seqs[2]}, {{10}, {11}, {12}});
+  const int64_t vocab = batched.vocab();
+  int64_t row = 0;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    Harness alone(GetParam());
+    KvSequence s;
+    const std::vector<float> p = alone.Step({&s}, {prompts[i]});
+    const std::vector<float> d = alone.Step({&s}, {{static_cast<int32_t>(10 + i)}});
+    const std::vector<float> p_batched(all.begin() + row * vocab,
+                                       all.begin() + (row + prompts[i].size()) * vocab);
+    const std::vector<float> d_batched(decode.begin() + i * vocab, decode.begin() + (i + 1) * vocab);
+    EXPECT_LE(RowRel(p_batched, p, vocab), kSameMathRtol) << i;
+    EXPECT_LE(RowRel(d_batched, d, vocab), kSameMathRtol) << i;
+    EXPECT_EQ(seqs[i].num_tokens, static_cast<int64_t>(prompts[i].size()) + 1);
+    row += static_cast<int64_t>(prompts[i].size());
+  }
+}
+
+TEST_P(RunnerTest, ChunkedPrefillEqualsWholePrefill) {
+  const std::vector<int32_t> prompt = Tokens(22, 5);
+  Harness whole(GetParam()), chunked(GetParam());
+  KvSequence a, b;
+  const std::vector<float> want = whole.Step({&a}, {prompt});
+  std::vector<float> got;
+  for (size_t begin : {0, 6, 13}) {  // chunks of 6, 7 and 9 tokens over 4-token pages
+    const size_t end = begin == 13 ? prompt.size() : begin + (begin == 0 ? 6 : 7);
+    const std::vector<float> part =
+        chunked.Step({&b}, {std::vector<int32_t>(prompt.begin() + begin, prompt.begin() + end)});
+    got.insert(got.end(), part.begin(), part.end());
+  }
+  EXPECT_LE(RowRel(got, want, whole.vocab()), kSameMathRtol);
+}
+
+INSTANTIATE_TEST_SUITE_P(Presets, RunnerTest, ::testing::Values("tiny", "tiny-glm"));
+
+TEST(RunnerErrorsTest, BadInputsAreErrorsAndChangeNothing) {
+  Harness h("tiny");
+  KvSequence s;
+  std::vector<float> logits;
+  const std::vector<int32_t> tokens = {1, 2, 3};
+  StepInput in{&s, tokens};
+  EXPECT_EQ(h.runner().Forward({&in, 1}, {}, &logits).code(), StatusCode::kFailedPrecondition);  // no pages
+  s.pages = {0};
+  const std::vector<int32_t> bad = {1, 5000};
+  StepInput out_of_vocab{&s, bad};
+  EXPECT_EQ(h.runner().Forward({&out_of_vocab, 1}, {}, &logits).code(), StatusCode::kInvalidArgument);
+  StepInput twice[2] = {in, in};
+  EXPECT_EQ(h.runner().Forward(twice, {}, &logits).code(), StatusCode::kInvalidArgument);
+  s.pages = {100000};
+  EXPECT_EQ(h.runner().Forward({&in, 1}, {}, &logits).code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(s.num_tokens, 0);
+}
+
+TEST(RunnerErrorsTest, PoolShapeMustMatchTheModel) {
+  ModelConfig c = Preset("tiny").value();
+  ModelWeights w = MakeDummyModel(c, WeightFormat::kBf16, 1, 1).value();
+  kv::PagePoolConfig pc;
+  pc.shape = {static_cast<size_t>(c.num_hidden_layers), 512, 64};
+  pc.page_tokens = 4;
+  pc.budget_bytes = 1 << 20;
+  auto kv = kv::PagePool::Create(pc).value();
+  ThreadPool pool(1);
+  EXPECT_EQ(ModelRunner::Create(w, &pool, kv.get()).status().code(), StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace tandem::engine::model

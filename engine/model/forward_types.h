@@ -1,0 +1,42 @@
+#pragma once
+// Types shared by the pieces of the forward pass (forward.h is the public entry point).
+
+#include <cstdint>
+#include <vector>
+
+#include "engine/kv/kv_types.h"
+
+namespace tandem::engine::model {
+
+// One sequence's attention state between steps. The caller owns it and its pages; the runner
+// reads and appends.
+struct KvSequence {
+  // Physical pages of the KV PagePool in logical order: token t lives in
+  // pages[t / page_tokens], slot t % page_tokens. The caller appends pages before a step that
+  // needs them (ModelRunner::PagesNeeded).
+  std::vector<kv::PageId> pages;
+  int64_t num_tokens = 0;  // tokens already in the cache (the next token's position)
+  // glm_moe_dsa: per layer, [num_tokens, index_head_dim] fp32 roped DSA indexer keys. Kept beside
+  // the paged latent (the PagePool row holds only the 576-wide MLA latent).
+  std::vector<std::vector<float>> index_keys;
+};
+
+// Which MLA form computes attention. kAuto: expanded for prefill segments (> 1 new token),
+// absorbed for decode (1 new token). Both give the same result up to rounding.
+enum class MlaForm : uint8_t { kAuto, kExpanded, kAbsorbed };
+
+// One sequence's slice of a step's packed batch.
+struct AttnSegment {
+  KvSequence* seq = nullptr;
+  int64_t first_row = 0;          // its first row in the packed [T, ...] activations
+  int64_t num_new = 0;            // new tokens this step
+  int64_t past = 0;               // tokens cached before this step (position of the first new token)
+  MlaForm form = MlaForm::kAuto;  // resolved: kExpanded or kAbsorbed
+  int64_t context() const { return past + num_new; }
+};
+
+// Keys each new query of a segment may attend to: [num_new, context] 0/1, or empty for plain
+// causal attention (the DSA indexer fills it when the context exceeds index_topk).
+using KeyMask = std::vector<uint8_t>;
+
+}  // namespace tandem::engine::model

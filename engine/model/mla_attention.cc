@@ -1,0 +1,215 @@
+#include "engine/model/mla_attention.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "engine/formats/float_codecs.h"
+#include "engine/model/dsa_indexer.h"
+
+namespace tandem::engine::model {
+namespace {
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+// Whether query i of `seg` may read key j: causal, and chosen by the indexer when it masked.
+bool Allowed(const AttnSegment& seg, const KeyMask& mask, int64_t i, int64_t j) {
+  if (j > seg.past + i) return false;
+  return mask.empty() || mask[i * seg.context() + j] != 0;
+}
+
+double Dot(const float* a, const float* b, int64_t n) {
+  double acc = 0;
+  for (int64_t i = 0; i < n; ++i) acc += static_cast<double>(a[i]) * b[i];
+  return acc;
+}
+
+}  // namespace
+
+StatusOr<MlaAttention> MlaAttention::Create(const ModelConfig& config, const LayerWeights& weights,
+                                            int64_t layer, const Rope* rope, ThreadPool* pool) {
+  MlaAttention a(config, weights, layer, rope);
+  // kv_b_projᵀ through the Matmul kernel itself (identity · Wᵀ), whatever the weight's format.
+  const int64_t lora = config.kv_lora_rank;
+  const int64_t n = weights.attn.kv_b_proj.rows();
+  std::vector<float> eye(lora * lora, 0.0f);
+  for (int64_t i = 0; i < lora; ++i) eye[i * lora + i] = 1.0f;
+  a.kv_b_t_.resize(lora * n);
+  RETURN_IF_ERROR(kernels::cpu::Matmul(weights.attn.kv_b_proj, eye.data(), lora, a.kv_b_t_.data(), pool));
+  return a;
+}
+
+Status MlaAttention::WriteLatent(const float* latent, std::span<const AttnSegment> segs,
+                                 kv::PagePool* kv) const {
+  const int64_t width = config_->KvLatentWidth();
+  const int64_t page_tokens = static_cast<int64_t>(kv->page_tokens());
+  int64_t tokens = 0;
+  for (const AttnSegment& seg : segs) tokens = std::max(tokens, seg.first_row + seg.num_new);
+  std::vector<uint16_t> bf16(tokens * width);
+  for (int64_t i = 0; i < tokens * width; ++i) bf16[i] = FloatToBf16(latent[i]);
+  RETURN_IF_ERROR(kv->CalibrateLayerScale(layer_, bf16));  // FP8: the first batch fixes the scale
+  for (const AttnSegment& seg : segs) {
+    for (int64_t i = 0; i < seg.num_new;) {
+      const int64_t pos = seg.past + i;
+      const int64_t run = std::min(seg.num_new - i, page_tokens - pos % page_tokens);
+      const uint16_t* rows = bf16.data() + (seg.first_row + i) * width;
+      RETURN_IF_ERROR(kv->WriteRows(seg.seq->pages[pos / page_tokens], layer_, pos % page_tokens,
+                                    std::span<const uint16_t>(rows, run * width)));
+      i += run;
+    }
+  }
+  return Status::Ok();
+}
+
+Status MlaAttention::ReadContext(const AttnSegment& seg, const kv::PagePool& kv,
+                                 std::vector<float>* lat) const {
+  const int64_t width = config_->KvLatentWidth();
+  const int64_t page_tokens = static_cast<int64_t>(kv.page_tokens());
+  const int64_t ctx = seg.context();
+  std::vector<uint16_t> bf16(ctx * width);
+  for (int64_t t = 0; t < ctx; t += page_tokens) {
+    const int64_t run = std::min(page_tokens, ctx - t);
+    RETURN_IF_ERROR(kv.ReadRows(seg.seq->pages[t / page_tokens], layer_, 0,
+                                std::span<uint16_t>(bf16.data() + t * width, run * width)));
+  }
+  lat->resize(ctx * width);
+  for (int64_t i = 0; i < ctx * width; ++i) (*lat)[i] = Bf16ToFloat(bf16[i]);
+  return Status::Ok();
+}
+
+Status MlaAttention::Forward(const float* h, int64_t tokens, std::span<const AttnSegment> segs,
+                             kv::PagePool* kv, bool use_indexer, std::vector<KeyMask>* index_masks,
+                             ThreadPool* pool, const kernels::cpu::MatmulOptions& options, float* out) const {
+  const ModelConfig& c = *config_;
+  const MlaWeights& w = weights_->attn;
+  const int64_t heads = c.num_attention_heads, qk = c.qk_head_dim(), nope = c.qk_nope_head_dim;
+  const int64_t lora = c.kv_lora_rank, width = c.KvLatentWidth();
+  std::vector<float> q(tokens * heads * qk), q_resid;  // q: [T, H, nope + rope]
+  if (c.has_q_lora()) {
+    q_resid.resize(tokens * c.q_lora_rank);  // [T, q_lora]
+    RETURN_IF_ERROR(kernels::cpu::Matmul(w.q_a_proj, h, tokens, q_resid.data(), pool, options));
+    RmsNormRows(q_resid.data(), tokens, c.q_lora_rank, c.q_lora_rank, w.q_a_layernorm.data(), 1e-6);
+    RETURN_IF_ERROR(kernels::cpu::Matmul(w.q_b_proj, q_resid.data(), tokens, q.data(), pool, options));
+  } else {
+    RETURN_IF_ERROR(kernels::cpu::Matmul(w.q_proj, h, tokens, q.data(), pool, options));
+  }
+  std::vector<float> latent(tokens * width);  // [T, kv_lora + rope]
+  RETURN_IF_ERROR(kernels::cpu::Matmul(w.kv_a_proj_with_mqa, h, tokens, latent.data(), pool, options));
+  RmsNormRows(latent.data(), tokens, lora, width, w.kv_a_layernorm.data(), 1e-6);
+  for (const AttnSegment& seg : segs) {
+    for (int64_t i = 0; i < seg.num_new; ++i) {
+      const int64_t row = seg.first_row + i;
+      rope_->Apply(q.data() + row * heads * qk + nope, heads, qk, seg.past + i);
+      rope_->Apply(latent.data() + row * width + lora, 1, width, seg.past + i);
+    }
+  }
+  RETURN_IF_ERROR(WriteLatent(latent.data(), segs, kv));
+
+  if (c.has_indexer() && use_indexer && weights_->indexer.has_value()) {
+    RETURN_IF_ERROR(DsaIndexerSelect(c, *weights_->indexer, *rope_, layer_, h, q_resid.data(), tokens, segs,
+                                     pool, options, index_masks));
+  } else if (!c.has_indexer() || !use_indexer) {
+    index_masks->assign(segs.size(), KeyMask());
+  }
+
+  std::vector<float> attn(tokens * heads * c.v_head_dim);  // [T, H, v]
+  std::vector<float> lat;
+  for (size_t s = 0; s < segs.size(); ++s) {
+    const AttnSegment& seg = segs[s];
+    RETURN_IF_ERROR(ReadContext(seg, *kv, &lat));
+    const float* qs = q.data() + seg.first_row * heads * qk;
+    float* os = attn.data() + seg.first_row * heads * c.v_head_dim;
+    const KeyMask& mask = (*index_masks)[s];
+    if (seg.form == MlaForm::kAbsorbed) {
+      Absorbed(seg, qs, lat, mask, pool, os);
+    } else {
+      RETURN_IF_ERROR(Expanded(seg, qs, lat, mask, pool, options, os));
+    }
+  }
+  return kernels::cpu::Matmul(w.o_proj, attn.data(), tokens, out, pool, options);
+}
+
+Status MlaAttention::Expanded(const AttnSegment& seg, const float* q, const std::vector<float>& lat,
+                              const KeyMask& mask, ThreadPool* pool,
+                              const kernels::cpu::MatmulOptions& options, float* out) const {
+  const ModelConfig& c = *config_;
+  const int64_t heads = c.num_attention_heads, qk = c.qk_head_dim(), nope = c.qk_nope_head_dim;
+  const int64_t rope = c.qk_rope_head_dim, vdim = c.v_head_dim, lora = c.kv_lora_rank,
+                width = c.KvLatentWidth();
+  const int64_t ctx = seg.context(), per_head = nope + vdim;
+  std::vector<float> cmat(ctx * lora);  // [ctx, kv_lora]
+  for (int64_t t = 0; t < ctx; ++t) std::copy_n(lat.data() + t * width, lora, cmat.data() + t * lora);
+  std::vector<float> kv(ctx * heads * per_head);  // [ctx, H, nope + v]
+  RETURN_IF_ERROR(kernels::cpu::Matmul(weights_->attn.kv_b_proj, cmat.data(), ctx, kv.data(), pool, options));
+  const double scale = c.AttentionSoftmaxScale();
+  pool->ParallelFor(heads, 1, [&](int64_t h_begin, int64_t h_end, int) {
+    std::vector<float> p(ctx);
+    for (int64_t h = h_begin; h < h_end; ++h) {
+      for (int64_t i = 0; i < seg.num_new; ++i) {
+        const float* qh = q + (i * heads + h) * qk;
+        for (int64_t j = 0; j < ctx; ++j) {
+          if (!Allowed(seg, mask, i, j)) {
+            p[j] = kNegInf;
+            continue;
+          }
+          const float* kj = kv.data() + (j * heads + h) * per_head;
+          const double s = Dot(qh, kj, nope) + Dot(qh + nope, lat.data() + j * width + lora, rope);
+          p[j] = static_cast<float>(s * scale);
+        }
+        SoftmaxInPlace(p.data(), ctx);
+        float* o = out + (i * heads + h) * vdim;
+        std::fill(o, o + vdim, 0.0f);
+        for (int64_t j = 0; j < ctx; ++j) {
+          if (p[j] == 0.0f) continue;
+          const float* vj = kv.data() + (j * heads + h) * per_head + nope;
+          for (int64_t d = 0; d < vdim; ++d) o[d] += p[j] * vj[d];
+        }
+      }
+    }
+  });
+  return Status::Ok();
+}
+
+void MlaAttention::Absorbed(const AttnSegment& seg, const float* q, const std::vector<float>& lat,
+                            const KeyMask& mask, ThreadPool* pool, float* out) const {
+  const ModelConfig& c = *config_;
+  const int64_t heads = c.num_attention_heads, qk = c.qk_head_dim(), nope = c.qk_nope_head_dim;
+  const int64_t rope = c.qk_rope_head_dim, vdim = c.v_head_dim, lora = c.kv_lora_rank,
+                width = c.KvLatentWidth();
+  const int64_t ctx = seg.context(), n_cols = heads * (nope + vdim);
+  const double scale = c.AttentionSoftmaxScale();
+  pool->ParallelFor(heads, 1, [&](int64_t h_begin, int64_t h_end, int) {
+    std::vector<float> p(ctx), q_lat(lora), o_lat(lora);
+    for (int64_t h = h_begin; h < h_end; ++h) {
+      const int64_t uk = h * (nope + vdim), uv = uk + nope;  // W_UK / W_UV columns of kv_b_projᵀ
+      for (int64_t i = 0; i < seg.num_new; ++i) {
+        const float* qh = q + (i * heads + h) * qk;
+        for (int64_t cc = 0; cc < lora; ++cc)
+          q_lat[cc] = static_cast<float>(Dot(qh, kv_b_t_.data() + cc * n_cols + uk, nope));
+        for (int64_t j = 0; j < ctx; ++j) {
+          if (!Allowed(seg, mask, i, j)) {
+            p[j] = kNegInf;
+            continue;
+          }
+          const float* lj = lat.data() + j * width;
+          p[j] = static_cast<float>((Dot(q_lat.data(), lj, lora) + Dot(qh + nope, lj + lora, rope)) * scale);
+        }
+        SoftmaxInPlace(p.data(), ctx);
+        std::fill(o_lat.begin(), o_lat.end(), 0.0f);
+        for (int64_t j = 0; j < ctx; ++j) {
+          if (p[j] == 0.0f) continue;
+          for (int64_t cc = 0; cc < lora; ++cc) o_lat[cc] += p[j] * lat[j * width + cc];
+        }
+        float* o = out + (i * heads + h) * vdim;
+        for (int64_t d = 0; d < vdim; ++d) {
+          double acc = 0;
+          for (int64_t cc = 0; cc < lora; ++cc)
+            acc += static_cast<double>(o_lat[cc]) * kv_b_t_[cc * n_cols + uv + d];
+          o[d] = static_cast<float>(acc);
+        }
+      }
+    }
+  });
+}
+
+}  // namespace tandem::engine::model

@@ -1,0 +1,115 @@
+#include "engine/model/moe.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+#include "engine/model/forward_ops.h"
+
+namespace tandem::engine::model {
+namespace {
+
+// Indices of the `k` largest values, largest first, ties to the lower index.
+std::vector<int32_t> TopK(const std::vector<double>& v, int64_t k) {
+  std::vector<int32_t> idx(v.size());
+  std::iota(idx.begin(), idx.end(), 0);
+  std::stable_sort(idx.begin(), idx.end(), [&](int32_t a, int32_t b) { return v[a] > v[b]; });
+  idx.resize(static_cast<size_t>(std::min<int64_t>(k, static_cast<int64_t>(idx.size()))));
+  return idx;
+}
+
+}  // namespace
+
+Routing RouteToken(const ModelConfig& config, const float* router_logits, const float* bias) {
+  const int64_t n = config.n_routed_experts;
+  std::vector<double> scores(n);
+  if (config.scoring_func == ScoringFunc::kSigmoid) {
+    for (int64_t e = 0; e < n; ++e)
+      scores[e] = 1.0 / (1.0 + std::exp(-static_cast<double>(router_logits[e])));
+  } else {
+    const double m = *std::max_element(router_logits, router_logits + n);
+    double sum = 0;
+    for (int64_t e = 0; e < n; ++e) sum += scores[e] = std::exp(router_logits[e] - m);
+    for (double& s : scores) s /= sum;
+  }
+  std::vector<double> choice = scores;
+  if (bias != nullptr) {
+    for (int64_t e = 0; e < n; ++e) choice[e] += bias[e];
+  }
+  if (config.topk_method != TopkMethod::kGreedy && config.n_group > 1) {
+    const int64_t per_group = n / config.n_group;
+    std::vector<double> group_score(config.n_group);
+    for (int64_t g = 0; g < config.n_group; ++g) {
+      std::vector<double> members(choice.begin() + g * per_group, choice.begin() + (g + 1) * per_group);
+      std::sort(members.rbegin(), members.rend());
+      const bool sum_two = config.topk_method == TopkMethod::kNoAuxTc && per_group >= 2;
+      group_score[g] = sum_two ? members[0] + members[1] : members[0];
+    }
+    std::vector<bool> keep(config.n_group, false);
+    for (int32_t g : TopK(group_score, config.topk_group)) keep[g] = true;
+    for (int64_t e = 0; e < n; ++e) {
+      if (!keep[e / per_group]) choice[e] = -std::numeric_limits<double>::infinity();
+    }
+  }
+  Routing r;
+  r.experts = TopK(choice, config.num_experts_per_tok);
+  double sum = 0;
+  for (int32_t e : r.experts) sum += scores[e];
+  const double norm = config.norm_topk_prob ? 1.0 / (sum + 1e-20) : 1.0;
+  for (int32_t e : r.experts)
+    r.gates.push_back(static_cast<float>(scores[e] * norm * config.routed_scaling_factor));
+  return r;
+}
+
+Status MlpForward(const MlpWeights& w, const float* x, int64_t tokens, float* y, ThreadPool* pool,
+                  const kernels::cpu::MatmulOptions& options) {
+  const int64_t inter = w.gate_proj.rows();
+  std::vector<float> gate(tokens * inter), up(tokens * inter);
+  RETURN_IF_ERROR(kernels::cpu::Matmul(w.gate_proj, x, tokens, gate.data(), pool, options));
+  RETURN_IF_ERROR(kernels::cpu::Matmul(w.up_proj, x, tokens, up.data(), pool, options));
+  SiluMul(gate.data(), up.data(), tokens * inter);
+  return kernels::cpu::Matmul(w.down_proj, gate.data(), tokens, y, pool, options);
+}
+
+Status MoeForward(const ModelConfig& config, const MoeWeights& w, const float* x, int64_t tokens, float* y,
+                  ThreadPool* pool, const kernels::cpu::MatmulOptions& options) {
+  const int64_t hidden = config.hidden_size;
+  const int64_t n_exp = config.n_routed_experts;
+  std::fill(y, y + tokens * hidden, 0.0f);
+  if (w.shared_experts.gate_proj.rows() > 0) {
+    RETURN_IF_ERROR(MlpForward(w.shared_experts, x, tokens, y, pool, options));
+  }
+  // Router logits in double: a routing boundary decided by rounding would make the engine choose
+  // other experts than the reference for no reason.
+  const float* bias = w.e_score_correction_bias.size() > 0 ? w.e_score_correction_bias.data() : nullptr;
+  std::vector<std::vector<std::pair<int64_t, float>>> by_expert(n_exp);  // (token, gate)
+  std::vector<float> logits(n_exp);
+  for (int64_t t = 0; t < tokens; ++t) {
+    for (int64_t e = 0; e < n_exp; ++e) {
+      double acc = 0;
+      for (int64_t i = 0; i < hidden; ++i)
+        acc += static_cast<double>(x[t * hidden + i]) * w.router[e * hidden + i];
+      logits[e] = static_cast<float>(acc);
+    }
+    const Routing r = RouteToken(config, logits.data(), bias);
+    for (size_t k = 0; k < r.experts.size(); ++k) by_expert[r.experts[k]].push_back({t, r.gates[k]});
+  }
+  std::vector<float> xs, ys;
+  for (int64_t e = 0; e < n_exp; ++e) {
+    const auto& routed = by_expert[e];
+    if (routed.empty()) continue;
+    const int64_t m = static_cast<int64_t>(routed.size());
+    xs.resize(m * hidden);
+    ys.resize(m * hidden);
+    for (int64_t j = 0; j < m; ++j) std::copy_n(x + routed[j].first * hidden, hidden, xs.data() + j * hidden);
+    RETURN_IF_ERROR(MlpForward(w.experts[e], xs.data(), m, ys.data(), pool, options));
+    for (int64_t j = 0; j < m; ++j) {
+      float* out = y + routed[j].first * hidden;
+      for (int64_t i = 0; i < hidden; ++i) out[i] += routed[j].second * ys[j * hidden + i];
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace tandem::engine::model

@@ -1,0 +1,226 @@
+// model_logits: the C++ half of the reference check (tests/reference/test_engine_vs_reference.py).
+// Loads a checkpoint with the engine's loader, prefills the prompts as one varlen batch (or in
+// chunks), then decodes with teacher forcing (the tokens the reference fed) and writes the logits:
+//   prefill_logits F32 [Σ len, vocab] (prompts in order), decode_logits F32 [steps, prompts, vocab].
+//
+// usage: model_logits --checkpoint DIR --prompts FILE.json --out FILE.safetensors
+//          [--decode-tokens FILE.json ([steps][prompts] token ids)] [--kv bf16|fp8]
+//          [--weights checkpoint|fp8|int4] [--page-tokens N] [--chunk N] [--threads N]
+//          [--form auto|expanded|absorbed]
+// --weights fp8 re-quantizes every Linear but lm_head to FP8 block-128, int4 the routed experts to
+// INT4 group-32 (the reference quantizers: what `tandem quantize` writes).
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/formats/float_codecs.h"
+#include "engine/io/safetensors_writer.h"
+#include "engine/model/forward.h"
+#include "engine/model/loader.h"
+
+namespace tandem::engine::model {
+namespace {
+
+using TokenLists = std::vector<std::vector<int32_t>>;
+
+StatusOr<TokenLists> ReadTokenLists(const std::string& path, const char* key) {
+  std::ifstream in(path);
+  if (!in) return Status::NotFound("cannot open " + path);
+  std::stringstream text;
+  text << in.rdbuf();
+  nlohmann::json j = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return Status::InvalidArgument(path + ": not JSON");
+  if (j.is_object() && j.contains(key)) j = j[key];
+  TokenLists out;
+  if (!j.is_array()) return Status::InvalidArgument(path + ": expected a list of token-id lists");
+  for (const auto& list : j) {
+    if (!list.is_array()) return Status::InvalidArgument(path + ": expected a list of token-id lists");
+    std::vector<int32_t> ids;
+    for (const auto& t : list) {
+      if (!t.is_number_integer()) return Status::InvalidArgument(path + ": token ids must be integers");
+      ids.push_back(t.get<int32_t>());
+    }
+    out.push_back(std::move(ids));
+  }
+  return out;
+}
+
+// A Linear's values as fp32 [rows, cols], through the kernel (identity · Wᵀ, then transposed).
+std::vector<float> Dequantize(const PackedWeight& w, ThreadPool* pool) {
+  const int64_t n = w.rows(), k = w.cols();
+  std::vector<float> eye(k * k, 0.0f), t(k * n), out(n * k);
+  for (int64_t i = 0; i < k; ++i) eye[i * k + i] = 1.0f;
+  (void)kernels::cpu::Matmul(w, eye.data(), k, t.data(), pool);
+  for (int64_t i = 0; i < k; ++i) {
+    for (int64_t r = 0; r < n; ++r) out[r * k + i] = t[i * n + r];
+  }
+  return out;
+}
+
+Status Requantize(PackedWeight* w, WeightFormat to, ThreadPool* pool) {
+  if (w->rows() == 0 || w->format() == to) return Status::Ok();
+  const int64_t n = w->rows(), k = w->cols();
+  const std::vector<float> v = Dequantize(*w, pool);
+  if (to == WeightFormat::kInt4Group32) {
+    std::vector<int32_t> packed(n * Int4PackedCols(k));
+    std::vector<uint16_t> scale(n * Int4ScaleCols(k));
+    QuantizeInt4Group32Ref(v.data(), n, k, packed.data(), scale.data());
+    ASSIGN_OR_RETURN(*w, PackedWeight::FromInt4({packed.data(), scale.data(), n, k}));
+  } else {
+    std::vector<uint8_t> data(n * k);
+    std::vector<float> scale(Fp8ScaleRows(n) * Fp8ScaleCols(k));
+    QuantizeFp8Block128Ref(v.data(), n, k, data.data(), scale.data());
+    ASSIGN_OR_RETURN(*w, PackedWeight::FromFp8({data.data(), scale.data(), n, k}));
+  }
+  return Status::Ok();
+}
+
+Status RequantizeModel(ModelWeights* m, const std::string& to, ThreadPool* pool) {
+  auto mlp = [&](MlpWeights& w, WeightFormat f) -> Status {
+    for (PackedWeight* p : {&w.gate_proj, &w.up_proj, &w.down_proj}) RETURN_IF_ERROR(Requantize(p, f, pool));
+    return Status::Ok();
+  };
+  if (to == "checkpoint") return Status::Ok();
+  if (to != "int4" && to != "fp8") return Status::InvalidArgument("--weights: checkpoint, fp8 or int4");
+  const WeightFormat fp8 = WeightFormat::kFp8Block128;
+  for (LayerWeights& l : m->layers) {
+    for (MlpWeights& e : l.moe.experts)
+      RETURN_IF_ERROR(mlp(e, to == "int4" ? WeightFormat::kInt4Group32 : fp8));
+    if (to == "int4") continue;
+    MlaWeights& a = l.attn;
+    for (PackedWeight* p :
+         {&a.q_proj, &a.q_a_proj, &a.q_b_proj, &a.kv_a_proj_with_mqa, &a.kv_b_proj, &a.o_proj}) {
+      RETURN_IF_ERROR(Requantize(p, fp8, pool));
+    }
+    RETURN_IF_ERROR(mlp(l.dense_mlp, fp8));
+    RETURN_IF_ERROR(mlp(l.moe.shared_experts, fp8));
+  }
+  return Status::Ok();
+}
+
+struct Args {
+  std::map<std::string, std::string> v = {{"--kv", "bf16"},       {"--weights", "checkpoint"},
+                                          {"--page-tokens", "4"}, {"--chunk", "0"},
+                                          {"--threads", "2"},     {"--form", "auto"}};
+  std::string Get(const std::string& k) const { return v.count(k) ? v.at(k) : ""; }
+};
+
+Status Run(const Args& args) {
+  ASSIGN_OR_RETURN(TokenLists prompts, ReadTokenLists(args.Get("--prompts"), "prompts"));
+  TokenLists steps;
+  if (!args.Get("--decode-tokens").empty()) {
+    ASSIGN_OR_RETURN(steps, ReadTokenLists(args.Get("--decode-tokens"), "decode_tokens"));
+  }
+  ThreadPool pool(std::max(1, std::atoi(args.Get("--threads").c_str())));
+  ASSIGN_OR_RETURN(ModelWeights weights, LoadModel(args.Get("--checkpoint")));
+  RETURN_IF_ERROR(RequantizeModel(&weights, args.Get("--weights"), &pool));
+  const ModelConfig& c = weights.config;
+
+  kv::PagePoolConfig pc;
+  pc.shape = {static_cast<size_t>(c.num_hidden_layers), static_cast<size_t>(c.kv_lora_rank),
+              static_cast<size_t>(c.qk_rope_head_dim)};
+  pc.dtype = args.Get("--kv") == "fp8" ? KvCacheDtype::kFp8E4M3 : KvCacheDtype::kBf16;
+  pc.page_tokens = static_cast<size_t>(std::max(1, std::atoi(args.Get("--page-tokens").c_str())));
+  pc.budget_bytes = 1;
+  ASSIGN_OR_RETURN(kv::PoolGeometry one, kv::ComputePoolGeometry([&] {
+                     auto p = pc;
+                     p.budget_bytes = 1 << 30;
+                     return p;
+                   }()));
+  std::vector<KvSequence> seqs(prompts.size());
+  size_t total_pages = 0;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    const size_t tokens = prompts[i].size() + steps.size();
+    const size_t pages = (tokens + pc.page_tokens - 1) / pc.page_tokens;
+    // Pages handed out back to front, so logical order differs from physical order.
+    for (size_t p = 0; p < pages; ++p)
+      seqs[i].pages.push_back(static_cast<kv::PageId>(total_pages + pages - 1 - p));
+    total_pages += pages;
+  }
+  pc.budget_bytes = total_pages * one.page_bytes;
+  ASSIGN_OR_RETURN(std::unique_ptr<kv::PagePool> kv, kv::PagePool::Create(pc));
+  ASSIGN_OR_RETURN(std::unique_ptr<ModelRunner> runner, ModelRunner::Create(weights, &pool, kv.get()));
+
+  ForwardOptions options;
+  const std::string form = args.Get("--form");
+  options.form = form == "expanded"   ? MlaForm::kExpanded
+                 : form == "absorbed" ? MlaForm::kAbsorbed
+                                      : MlaForm::kAuto;
+  const int64_t vocab = c.vocab_size;
+  std::vector<std::vector<float>> prefill(prompts.size());  // per prompt [len, vocab]
+  const size_t chunk = static_cast<size_t>(std::max(0, std::atoi(args.Get("--chunk").c_str())));
+  for (size_t done = 0;; done += chunk) {  // chunked prefill: every prompt advances `chunk` tokens a step
+    std::vector<StepInput> batch;
+    std::vector<size_t> who;
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      if (done >= prompts[i].size()) continue;
+      const size_t n = chunk == 0 ? prompts[i].size() : std::min(chunk, prompts[i].size() - done);
+      batch.push_back({&seqs[i], std::span<const int32_t>(prompts[i]).subspan(done, n)});
+      who.push_back(i);
+    }
+    if (batch.empty()) break;
+    std::vector<float> logits;
+    RETURN_IF_ERROR(runner->Forward(batch, options, &logits));
+    size_t row = 0;
+    for (size_t b = 0; b < batch.size(); ++b) {
+      const size_t n = batch[b].tokens.size();
+      prefill[who[b]].insert(prefill[who[b]].end(), logits.begin() + row * vocab,
+                             logits.begin() + (row + n) * vocab);
+      row += n;
+    }
+    if (chunk == 0) break;
+  }
+  std::vector<float> prefill_all, decode_all;
+  for (const auto& p : prefill) prefill_all.insert(prefill_all.end(), p.begin(), p.end());
+  for (const auto& step : steps) {
+    if (step.size() != prompts.size())
+      return Status::InvalidArgument("a decode step must name one token per prompt");
+    std::vector<StepInput> batch;
+    for (size_t i = 0; i < prompts.size(); ++i)
+      batch.push_back({&seqs[i], std::span<const int32_t>(&step[i], 1)});
+    std::vector<float> logits;
+    RETURN_IF_ERROR(runner->Forward(batch, options, &logits));
+    decode_all.insert(decode_all.end(), logits.begin(), logits.end());
+  }
+  auto bytes = [](const std::vector<float>& v) { return std::as_bytes(std::span<const float>(v)); };
+  std::vector<io::TensorToWrite> out = {
+      {"prefill_logits",
+       DType::kF32,
+       {static_cast<int64_t>(prefill_all.size()) / vocab, vocab},
+       bytes(prefill_all)},
+      {"decode_logits",
+       DType::kF32,
+       {static_cast<int64_t>(steps.size()), static_cast<int64_t>(prompts.size()), vocab},
+       bytes(decode_all)}};
+  return io::WriteSafetensors(args.Get("--out"), out);
+}
+
+}  // namespace
+}  // namespace tandem::engine::model
+
+int main(int argc, char** argv) {
+  tandem::engine::model::Args args;
+  for (int i = 1; i + 1 < argc; i += 2) args.v[argv[i]] = argv[i + 1];
+  if (args.Get("--checkpoint").empty() || args.Get("--prompts").empty() || args.Get("--out").empty() ||
+      argc % 2 == 0) {
+    std::fprintf(stderr,
+                 "usage: model_logits --checkpoint DIR --prompts FILE.json --out FILE.safetensors\n"
+                 "  [--decode-tokens FILE.json] [--kv bf16|fp8] [--weights checkpoint|fp8|int4]\n"
+                 "  [--page-tokens N] [--chunk N] [--threads N] [--form auto|expanded|absorbed]\n");
+    return 2;
+  }
+  const tandem::Status s = tandem::engine::model::Run(args);
+  if (!s.ok()) {
+    std::fprintf(stderr, "model_logits: %s\n", s.ToString().c_str());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,210 @@
+#!/usr/bin/env python3
+"""The C++ engine's forward pass (engine/model/, tool `model_logits`) against the float64 reference.
+
+For each tiny checkpoint (dsv3, dsv3_noq, glm; make_tiny_checkpoint.py) and the prompts of
+prompts.json: a varlen prefill of all prompts, then 32 batched decode steps, teacher-forced with the
+tokens reference_model.py fed (so every step compares logits for the same context). Measured per
+logit row: rel = max|engine - ref| / max|ref|; top-1 agreement.
+
+  - BF16 path (checkpoint BF16 weights, BF16 KV pages) vs a reference that rounds the cached MLA
+    latent to BF16 the way the page pool stores it: the same computation, so it must agree to float32
+    rounding (ENGINE_RTOL) with 100% top-1. This is the check that catches engine mistakes.
+  - BF16 path vs the pure float64 reference (the issue's bound, 1e-2): the median row is within 1e-2;
+    the BF16 rounding of the cache can flip a near-tied MoE routing choice (gaps down to 6e-5 in these
+    random models) or a DSA top-k choice (gaps down to 3.7e-4) and move a row far more. Every row
+    beyond 1e-2 must be one where the BF16-KV reference moves as well (the cache's rounding, not the
+    engine); each is printed with its top-1 agreement and the reference's top-1 margin.
+  - Chunked prefill over small pages (chunks of 5, 3-token pages) equals the one-step prefill.
+  - Reported (loose bounds only): FP8 e4m3 KV, INT4 routed experts and FP8 weights vs the float64
+    reference as KL(ref || engine) of the softmax and top-1 agreement.
+
+Run: MODEL_LOGITS_TOOL=build/engine/model_logits .venv/bin/python tests/reference/test_engine_vs_reference.py
+(CTest passes the tool's path: `ctest -R reference.engine`.)
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+try:
+    import numpy as np
+    from safetensors.numpy import load_file
+except ImportError as e:  # pragma: no cover - depends on the interpreter
+    print("SKIP: numpy/safetensors missing (%s); run scripts/install-deps.sh" % e)
+    sys.exit(0)
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import make_tiny_checkpoint  # noqa: E402
+import reference_model as rm  # noqa: E402
+
+TOOL = os.environ.get("MODEL_LOGITS_TOOL", "")
+VARIANTS = sorted(make_tiny_checkpoint.VARIANTS)
+STEPS = 32
+ISSUE_RTOL = 1e-2   # the issue's bound for the BF16 path
+ENGINE_RTOL = 1e-3  # engine vs the BF16-KV reference: measured <= 1.5e-4 (float32 sums vs float64)
+CHUNK_RTOL = 1e-3   # chunked vs one-step prefill: same math, other summation order (measured <= 3.9e-4)
+
+
+def bf16_round(x):
+    """float64 -> nearest BF16 value (round to nearest even), as float64."""
+    b = np.asarray(x, np.float32).view(np.uint32).astype(np.uint64)
+    b = ((b + 0x7FFF + ((b >> 16) & 1)) >> 16) << 16
+    return b.astype(np.uint32).view(np.float32).astype(np.float64)
+
+
+class Bf16KvModel(rm.Model):
+    """The reference with its cached latent (normed c and roped k_r) rounded to BF16 as it enters the
+    cache; everything else float64. The DSA indexer keys stay unrounded (the engine keeps them fp32)."""
+
+    def attention(self, layer, h, segs, layer_caches, absorbed):
+        a = "model.layers.%d.self_attn." % layer
+        kv_norm, rope, plain_rms = self.w[a + "kv_a_layernorm.weight"], self.rope, rm.rms_norm
+        plain_apply = rope.apply
+        in_indexer = [False]
+
+        def rms_norm(x, w, eps):
+            y = plain_rms(x, w, eps)
+            return bf16_round(y) if w is kv_norm else y
+
+        def apply(x, pos):  # the MLA key's rope part is the only 2-D input outside the indexer
+            y = plain_apply(x, pos)
+            return bf16_round(y) if x.ndim == 2 and not in_indexer[0] else y
+
+        plain_select = self.index_select
+
+        def index_select(*args):
+            in_indexer[0] = True
+            try:
+                return plain_select(*args)
+            finally:
+                in_indexer[0] = False
+
+        rm.rms_norm, rope.apply, self.index_select = rms_norm, apply, index_select
+        try:
+            return super().attention(layer, h, segs, layer_caches, absorbed)
+        finally:
+            rm.rms_norm, self.index_select = plain_rms, plain_select
+            del rope.apply
+
+
+def teacher_forced(model, prompts, decode_tokens):
+    caches = [model.new_cache() for _ in prompts]
+    prefill = model.forward(prompts, caches, absorbed=False)
+    decode = [model.forward([[int(t)] for t in step], caches, absorbed=True) for step in decode_tokens]
+    return prefill, np.array(decode)
+
+
+def rows(x):
+    return x.reshape(-1, x.shape[-1]).astype(np.float64)
+
+
+def row_rel(a, ref):
+    a, ref = rows(a), rows(ref)
+    return np.abs(a - ref).max(-1) / np.abs(ref).max(-1)
+
+
+def kl(ref, a):
+    """KL(softmax(ref) || softmax(a)) per row."""
+    def log_softmax(x):
+        x = rows(x)
+        x = x - x.max(-1, keepdims=True)
+        return x - np.log(np.exp(x).sum(-1, keepdims=True))
+    lp, lq = log_softmax(ref), log_softmax(a)
+    return (np.exp(lp) * (lp - lq)).sum(-1)
+
+
+def top1(a, ref):
+    return rows(a).argmax(-1) == rows(ref).argmax(-1)
+
+
+@unittest.skipUnless(TOOL and os.path.exists(TOOL), "MODEL_LOGITS_TOOL not set (ctest passes it)")
+class EngineVsReference(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.mkdtemp(prefix="tandem_engine_ref_")
+        with open(os.path.join(HERE, "prompts.json")) as f:
+            cls.prompts = json.load(f)["prompts"]
+        cls.ref, cls.bf16kv, cls.runs = {}, {}, {}
+        for v in VARIANTS:
+            ck = os.path.join(cls.dir, v)
+            make_tiny_checkpoint.write_variant(ck, v)
+            cfg, w = rm.load_checkpoint(ck)
+            cls.ref[v] = rm.generate(rm.Model(cfg, w), cls.prompts, STEPS, check_forms=False)
+            cls.bf16kv[v] = teacher_forced(Bf16KvModel(cfg, w), cls.prompts, cls.ref[v]["decode_tokens"])
+            tokens = os.path.join(cls.dir, v + "_decode_tokens.json")
+            with open(tokens, "w") as f:
+                json.dump(cls.ref[v]["decode_tokens"].tolist(), f)
+            for run, flags in {"bf16": [], "chunked": ["--chunk", "5", "--page-tokens", "3"],
+                               "fp8_kv": ["--kv", "fp8"], "int4": ["--weights", "int4"],
+                               "fp8_weights": ["--weights", "fp8"]}.items():
+                out = os.path.join(cls.dir, "%s_%s.safetensors" % (v, run))
+                subprocess.run([TOOL, "--checkpoint", ck, "--prompts", os.path.join(HERE, "prompts.json"),
+                                "--decode-tokens", tokens, "--out", out] + flags, check=True)
+                cls.runs[v, run] = load_file(out)
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.dir, ignore_errors=True)
+
+    def engine(self, v, run):
+        e = self.runs[v, run]
+        return e["prefill_logits"], e["decode_logits"]
+
+    def test_bf16_path_equals_bf16_kv_reference(self):
+        for v in VARIANTS:
+            for name, got, want in zip(("prefill", "decode"), self.engine(v, "bf16"), self.bf16kv[v]):
+                rel = row_rel(got, want)
+                print("%-8s %-7s engine vs BF16-KV reference: max rel %.2e, top-1 %d/%d"
+                      % (v, name, rel.max(), top1(got, want).sum(), len(rel)))
+                self.assertLessEqual(rel.max(), ENGINE_RTOL, (v, name))
+                self.assertTrue(top1(got, want).all(), (v, name))
+
+    def test_bf16_path_vs_float64_reference(self):
+        for v in VARIANTS:
+            ref = self.ref[v]
+            for name, got, kv, want, margin in zip(
+                    ("prefill", "decode"), self.engine(v, "bf16"), self.bf16kv[v],
+                    (ref["prefill_logits"], ref["decode_logits"]),
+                    (ref["prefill_top1_margin"], ref["decode_top1_margin"])):
+                rel, kv_rel, agree = row_rel(got, want), row_rel(kv, want), top1(got, want)
+                print("%-8s %-7s engine vs float64: max rel %.2e, median %.2e, rows <= 1e-2: %d/%d, top-1 %d/%d"
+                      % (v, name, rel.max(), np.median(rel), (rel <= ISSUE_RTOL).sum(), len(rel),
+                         agree.sum(), len(agree)))
+                for r in np.flatnonzero((rel > ISSUE_RTOL) | ~agree):
+                    print("    row %3d: rel %.2e (BF16-KV reference itself: %.2e), top-1 %s, ref margin %.1e"
+                          % (r, rel[r], kv_rel[r], "agrees" if agree[r] else "differs", margin.reshape(-1)[r]))
+                # A row beyond the bound must be the cache rounding's doing: the BF16-KV reference moves too.
+                far = rel > ISSUE_RTOL
+                self.assertTrue(np.all(kv_rel[far] > ISSUE_RTOL / 2), (v, name, rel[far], kv_rel[far]))
+                self.assertLessEqual(np.median(rel), ISSUE_RTOL, (v, name))
+                # A top-1 flip needs a small margin or a row the cache rounding moved.
+                flips = ~agree
+                self.assertTrue(np.all((margin.reshape(-1)[flips] < 2 * rel[flips]) | far[flips]), (v, name))
+
+    def test_chunked_prefill_over_small_pages_equals_one_step(self):
+        for v in VARIANTS:
+            for name, chunked, whole in zip(("prefill", "decode"), self.engine(v, "chunked"), self.engine(v, "bf16")):
+                rel = row_rel(chunked, whole)
+                self.assertLessEqual(rel.max(), CHUNK_RTOL, (v, name))
+
+    def test_report_fp8_kv_and_int4_deviation(self):
+        print("\n%-8s %-12s %-7s %10s %10s %8s" % ("variant", "run", "phase", "mean KL", "max KL", "top-1"))
+        for v in VARIANTS:
+            ref = self.ref[v]
+            for run in ("bf16", "fp8_kv", "int4", "fp8_weights"):
+                for name, got, want in zip(("prefill", "decode"), self.engine(v, run),
+                                           (ref["prefill_logits"], ref["decode_logits"])):
+                    d, agree = kl(want, got), top1(got, want)
+                    print("%-8s %-12s %-7s %10.2e %10.2e %7.1f%%" % (v, run, name, d.mean(), d.max(), 100 * agree.mean()))
+                    # Loose: these random tiny models flip routing and DSA choices easily (measured mean
+                    # KL up to 0.22, top-1 down to 51%); a broken path gives mean KL of O(1) and more.
+                    self.assertLess(d.mean(), 0.5, (v, run, name))
+                    self.assertGreaterEqual(agree.mean(), 0.4, (v, run, name))
+
+
+if __name__ == "__main__":
+    unittest.main()
