@@ -109,6 +109,13 @@ Status ModelRunner::Forward(std::span<const StepInput> batch, const ForwardOptio
     RETURN_IF_ERROR(Layer(l, segs, tokens, options, &index_masks, &x));
   }
   for (const AttnSegment& seg : segs) seg.seq->num_tokens += seg.num_new;
+  if (!options.all_logits) {  // keep each input's last row
+    for (size_t b = 0; b < segs.size(); ++b) {
+      std::copy_n(x.data() + (segs[b].first_row + segs[b].num_new - 1) * hidden, hidden,
+                  x.data() + b * hidden);
+    }
+    tokens = static_cast<int64_t>(segs.size());
+  }
   RmsNormRows(x.data(), tokens, hidden, hidden, weights_.norm.data(), c.rms_norm_eps);
   logits->resize(tokens * c.vocab_size);
   return kernels::cpu::Matmul(weights_.lm_head, x.data(), tokens, logits->data(), pool_, options.matmul);

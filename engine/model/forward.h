@@ -35,6 +35,8 @@ struct StepInput {
 struct ForwardOptions {
   MlaForm form = MlaForm::kAuto;
   bool use_indexer = true;  // false: GLM attends densely (tests)
+  // false: logits only for each input's last token ([batch, vocab]), what sampling needs.
+  bool all_logits = true;
   kernels::cpu::MatmulOptions matmul;
 };
 
@@ -51,7 +53,8 @@ class ModelRunner {
   int64_t PagesNeeded(const KvSequence& seq, int64_t new_tokens) const;
 
   // Runs one step: appends each input's tokens to its sequence (KV rows, indexer keys,
-  // num_tokens) and writes logits [Σ tokens, vocab] fp32, rows in input order.
+  // num_tokens) and writes logits [Σ tokens, vocab] fp32, rows in input order ([batch, vocab],
+  // each input's last token, when !options.all_logits).
   // Errors (nothing is written for any sequence): InvalidArgument for an empty input, a null or
   // repeated sequence or a token id outside the vocabulary; FailedPrecondition when a sequence
   // lacks pages (PagesNeeded) or names a page outside the pool.

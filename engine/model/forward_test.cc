@@ -192,8 +192,9 @@ double RowRel(const std::vector<float>& a, const std::vector<float>& b, int64_t 
   return worst;
 }
 
-// Same math in another order, plus the odd latent value rounding to the other BF16 neighbour.
-constexpr double kSameMathRtol = 2e-3;
+// Same math in another order (measured <= 5.9e-6 with the AVX2 kernels); the headroom covers the
+// odd latent value rounding to the other BF16 neighbour on another ISA path.
+constexpr double kSameMathRtol = 5e-4;
 
 class RunnerTest : public ::testing::TestWithParam<const char*> {};
 
@@ -247,6 +248,26 @@ TEST_P(RunnerTest, ChunkedPrefillEqualsWholePrefill) {
     got.insert(got.end(), part.begin(), part.end());
   }
   EXPECT_LE(RowRel(got, want, whole.vocab()), kSameMathRtol);
+}
+
+TEST_P(RunnerTest, LastLogitsOnlyAreTheLastRows) {
+  const std::vector<std::vector<int32_t>> prompts = {Tokens(5, 6), Tokens(2, 7)};
+  Harness all(GetParam()), last(GetParam());
+  std::vector<KvSequence> a(2), b(2);
+  const std::vector<float> full = all.Step({&a[0], &a[1]}, prompts);
+  std::vector<StepInput> batch = {{&b[0], prompts[0]}, {&b[1], prompts[1]}};
+  for (KvSequence& s : b) s.pages = {0, 1};
+  b[1].pages = {2, 3};
+  ForwardOptions options;
+  options.all_logits = false;
+  std::vector<float> got;
+  ASSERT_TRUE(last.runner().Forward(batch, options, &got).ok());
+  const int64_t vocab = all.vocab();
+  ASSERT_EQ(static_cast<int64_t>(got.size()), 2 * vocab);
+  for (int64_t i = 0; i < vocab; ++i) {
+    EXPECT_NEAR(got[i], full[4 * vocab + i], 1e-4);
+    EXPECT_NEAR(got[vocab + i], full[6 * vocab + i], 1e-4);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Presets, RunnerTest, ::testing::Values("tiny", "tiny-glm"));
