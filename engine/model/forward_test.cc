@@ -147,7 +147,7 @@ class Harness {
 
   // Runs one step over `seqs` (growing their pages) and returns the logits.
   std::vector<float> Step(std::vector<KvSequence*> seqs, const std::vector<std::vector<int32_t>>& tokens,
-                          MlaForm form = MlaForm::kAuto) {
+                          MlaForm form = MlaForm::kAuto, bool use_indexer = true) {
     std::vector<StepInput> batch;
     for (size_t i = 0; i < seqs.size(); ++i) {
       while (static_cast<int64_t>(seqs[i]->pages.size()) <
@@ -159,6 +159,7 @@ class Harness {
     std::vector<float> logits;
     ForwardOptions options;
     options.form = form;
+    options.use_indexer = use_indexer;
     EXPECT_TRUE(runner_->Forward(batch, options, &logits).ok());
     return logits;
   }
@@ -199,16 +200,18 @@ constexpr double kSameMathRtol = 5e-4;
 class RunnerTest : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(RunnerTest, AbsorbedMlaEqualsExpanded) {
-  Harness expanded(GetParam()), absorbed(GetParam());
-  KvSequence a, b;
-  const std::vector<int32_t> prompt = Tokens(21, 1);  // > tiny-glm's index_topk 16: sparse rows
-  EXPECT_LE(RowRel(absorbed.Step({&b}, {prompt}, MlaForm::kAbsorbed),
-                   expanded.Step({&a}, {prompt}, MlaForm::kExpanded), expanded.vocab()),
-            kSameMathRtol);
-  for (int32_t t : {5, 900, 42}) {
-    EXPECT_LE(RowRel(absorbed.Step({&b}, {{t}}, MlaForm::kAbsorbed),
-                     expanded.Step({&a}, {{t}}, MlaForm::kExpanded), expanded.vocab()),
+  for (KvCacheDtype dtype : {KvCacheDtype::kBf16, KvCacheDtype::kFp8E4M3}) {  // both read the same pages
+    Harness expanded(GetParam(), dtype), absorbed(GetParam(), dtype);
+    KvSequence a, b;
+    const std::vector<int32_t> prompt = Tokens(21, 1);  // > tiny-glm's index_topk 16: sparse rows
+    EXPECT_LE(RowRel(absorbed.Step({&b}, {prompt}, MlaForm::kAbsorbed),
+                     expanded.Step({&a}, {prompt}, MlaForm::kExpanded), expanded.vocab()),
               kSameMathRtol);
+    for (int32_t t : {5, 900, 42}) {
+      EXPECT_LE(RowRel(absorbed.Step({&b}, {{t}}, MlaForm::kAbsorbed),
+                       expanded.Step({&a}, {{t}}, MlaForm::kExpanded), expanded.vocab()),
+                kSameMathRtol);
+    }
   }
 }
 
@@ -267,6 +270,24 @@ TEST_P(RunnerTest, LastLogitsOnlyAreTheLastRows) {
   for (int64_t i = 0; i < vocab; ++i) {
     EXPECT_NEAR(got[i], full[4 * vocab + i], 1e-4);
     EXPECT_NEAR(got[vocab + i], full[6 * vocab + i], 1e-4);
+  }
+}
+
+// Within index_topk (16 for tiny-glm) the indexer changes nothing; beyond it, it does.
+TEST(DsaTest, IndexerIsDenseWithinTopkAndSparseBeyond) {
+  Harness dense("tiny-glm"), indexed("tiny-glm");
+  KvSequence a, b;
+  const std::vector<int32_t> prompt = Tokens(30, 8);
+  const std::vector<float> off = dense.Step({&a}, {prompt}, MlaForm::kAuto, /*use_indexer=*/false);
+  const std::vector<float> on = indexed.Step({&b}, {prompt}, MlaForm::kAuto, /*use_indexer=*/true);
+  const int64_t vocab = dense.vocab();
+  const std::vector<float> off_head(off.begin(), off.begin() + 16 * vocab),
+      on_head(on.begin(), on.begin() + 16 * vocab);
+  EXPECT_LE(RowRel(on_head, off_head, vocab), 1e-5);  // rows 0..15 see <= 16 keys (measured 1.4e-7)
+  for (int64_t row = 16; row < 30; ++row) {
+    const std::vector<float> x(on.begin() + row * vocab, on.begin() + (row + 1) * vocab);
+    const std::vector<float> y(off.begin() + row * vocab, off.begin() + (row + 1) * vocab);
+    EXPECT_GT(RowRel(x, y, vocab), 1e-4) << row;
   }
 }
 
