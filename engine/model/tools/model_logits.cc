@@ -7,9 +7,11 @@
 //          [--decode-tokens FILE.json ([steps][prompts] token ids)] [--kv bf16|fp8]
 //          [--weights checkpoint|fp8|int4] [--page-tokens N] [--chunk N] [--threads N]
 //          [--form auto|expanded|absorbed]
+//        model_logits --dummy PRESET ... (a dummy model instead of --checkpoint; timings on stderr)
 // --weights fp8 re-quantizes every Linear but lm_head to FP8 block-128, int4 the routed experts to
 // INT4 group-32 (the reference quantizers: what `tandem quantize` writes).
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -23,8 +25,10 @@
 
 #include "engine/formats/float_codecs.h"
 #include "engine/io/safetensors_writer.h"
+#include "engine/model/dummy_model.h"
 #include "engine/model/forward.h"
 #include "engine/model/loader.h"
+#include "engine/model/presets.h"
 
 namespace tandem::engine::model {
 namespace {
@@ -120,7 +124,15 @@ Status Run(const Args& args) {
     ASSIGN_OR_RETURN(steps, ReadTokenLists(args.Get("--decode-tokens"), "decode_tokens"));
   }
   ThreadPool pool(std::max(1, std::atoi(args.Get("--threads").c_str())));
-  ASSIGN_OR_RETURN(ModelWeights weights, LoadModel(args.Get("--checkpoint")));
+  StatusOr<ModelWeights> loaded = Status::InvalidArgument("no model");
+  if (!args.Get("--dummy").empty()) {
+    ASSIGN_OR_RETURN(ModelConfig preset, Preset(args.Get("--dummy")));
+    loaded = MakeDummyModel(preset, WeightFormat::kBf16, 1);
+  } else {
+    loaded = LoadModel(args.Get("--checkpoint"));
+  }
+  RETURN_IF_ERROR(loaded);
+  ModelWeights weights = std::move(loaded).value();
   RETURN_IF_ERROR(RequantizeModel(&weights, args.Get("--weights"), &pool));
   const ModelConfig& c = weights.config;
 
@@ -157,6 +169,10 @@ Status Run(const Args& args) {
   const int64_t vocab = c.vocab_size;
   std::vector<std::vector<float>> prefill(prompts.size());  // per prompt [len, vocab]
   const size_t chunk = static_cast<size_t>(std::max(0, std::atoi(args.Get("--chunk").c_str())));
+  auto start = std::chrono::steady_clock::now();
+  auto seconds = [&] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
   for (size_t done = 0;; done += chunk) {  // chunked prefill: every prompt advances `chunk` tokens a step
     std::vector<StepInput> batch;
     std::vector<size_t> who;
@@ -180,6 +196,8 @@ Status Run(const Args& args) {
   }
   std::vector<float> prefill_all, decode_all;
   for (const auto& p : prefill) prefill_all.insert(prefill_all.end(), p.begin(), p.end());
+  std::fprintf(stderr, "model_logits: prefill %zu tokens in %.3f s\n", prefill_all.size() / vocab, seconds());
+  start = std::chrono::steady_clock::now();
   for (const auto& step : steps) {
     if (step.size() != prompts.size())
       return Status::InvalidArgument("a decode step must name one token per prompt");
@@ -189,6 +207,10 @@ Status Run(const Args& args) {
     std::vector<float> logits;
     RETURN_IF_ERROR(runner->Forward(batch, options, &logits));
     decode_all.insert(decode_all.end(), logits.begin(), logits.end());
+  }
+  if (!steps.empty()) {
+    std::fprintf(stderr, "model_logits: %zu decode steps of %zu sequences in %.3f s\n", steps.size(),
+                 prompts.size(), seconds());
   }
   auto bytes = [](const std::vector<float>& v) { return std::as_bytes(std::span<const float>(v)); };
   std::vector<io::TensorToWrite> out = {
@@ -209,12 +231,13 @@ Status Run(const Args& args) {
 int main(int argc, char** argv) {
   tandem::engine::model::Args args;
   for (int i = 1; i + 1 < argc; i += 2) args.v[argv[i]] = argv[i + 1];
-  if (args.Get("--checkpoint").empty() || args.Get("--prompts").empty() || args.Get("--out").empty() ||
-      argc % 2 == 0) {
-    std::fprintf(stderr,
-                 "usage: model_logits --checkpoint DIR --prompts FILE.json --out FILE.safetensors\n"
-                 "  [--decode-tokens FILE.json] [--kv bf16|fp8] [--weights checkpoint|fp8|int4]\n"
-                 "  [--page-tokens N] [--chunk N] [--threads N] [--form auto|expanded|absorbed]\n");
+  if ((args.Get("--checkpoint").empty() && args.Get("--dummy").empty()) || args.Get("--prompts").empty() ||
+      args.Get("--out").empty() || argc % 2 == 0) {
+    std::fprintf(
+        stderr,
+        "usage: model_logits --checkpoint DIR|--dummy PRESET --prompts FILE.json --out FILE.safetensors\n"
+        "  [--decode-tokens FILE.json] [--kv bf16|fp8] [--weights checkpoint|fp8|int4]\n"
+        "  [--page-tokens N] [--chunk N] [--threads N] [--form auto|expanded|absorbed]\n");
     return 2;
   }
   const tandem::Status s = tandem::engine::model::Run(args);
