@@ -8,6 +8,20 @@
 
 namespace tandem::engine::model {
 
+namespace {
+
+// The expanded form materializes per-head keys and values of the whole context
+// ([ctx, H, nope + v] fp32); past this many values the absorbed form is used instead.
+constexpr int64_t kMaxExpandedValues = int64_t{1} << 26;  // 256 MiB
+
+MlaForm AutoForm(const ModelConfig& c, const AttnSegment& seg) {
+  if (seg.num_new == 1) return MlaForm::kAbsorbed;
+  const int64_t values = seg.context() * c.num_attention_heads * (c.qk_nope_head_dim + c.v_head_dim);
+  return values <= kMaxExpandedValues ? MlaForm::kExpanded : MlaForm::kAbsorbed;
+}
+
+}  // namespace
+
 ModelRunner::ModelRunner(const ModelWeights& weights, ThreadPool* pool, kv::PagePool* kv)
     : weights_(weights), pool_(pool), kv_(kv), rope_(weights.config.rope, weights.config.qk_rope_head_dim) {}
 
@@ -88,8 +102,7 @@ Status ModelRunner::Forward(std::span<const StepInput> batch, const ForwardOptio
     seg.first_row = tokens;
     seg.num_new = static_cast<int64_t>(in.tokens.size());
     seg.past = in.seq->num_tokens;
-    seg.form = options.form != MlaForm::kAuto ? options.form
-                                              : (seg.num_new == 1 ? MlaForm::kAbsorbed : MlaForm::kExpanded);
+    seg.form = options.form != MlaForm::kAuto ? options.form : AutoForm(c, seg);
     if (c.has_indexer()) {  // drop keys a failed step may have left past num_tokens
       in.seq->index_keys.resize(c.num_hidden_layers);
       for (auto& keys : in.seq->index_keys) keys.resize(seg.past * c.indexer.head_dim);

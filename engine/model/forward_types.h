@@ -21,8 +21,9 @@ struct KvSequence {
   std::vector<std::vector<float>> index_keys;
 };
 
-// Which MLA form computes attention. kAuto: expanded for prefill segments (> 1 new token),
-// absorbed for decode (1 new token). Both give the same result up to rounding.
+// Which MLA form computes attention. kAuto: expanded for prefill segments (> 1 new token) while
+// the context's per-head keys and values fit in 256 MiB of fp32, absorbed otherwise and for decode
+// (1 new token). Both give the same result up to rounding.
 enum class MlaForm : uint8_t { kAuto, kExpanded, kAbsorbed };
 
 // One sequence's slice of a step's packed batch.
