@@ -283,7 +283,9 @@ TEST(DsaTest, IndexerIsDenseWithinTopkAndSparseBeyond) {
   const int64_t vocab = dense.vocab();
   const std::vector<float> off_head(off.begin(), off.begin() + 16 * vocab),
       on_head(on.begin(), on.begin() + 16 * vocab);
-  EXPECT_LE(RowRel(on_head, off_head, vocab), 1e-5);  // rows 0..15 see <= 16 keys (measured 1.4e-7)
+  // Rows 0..15 see <= 16 keys. Not bit-equal (measured 1.4e-7): the later rows route differently,
+  // so an expert may get a token count that takes the GEMM instead of the GEMV kernel.
+  EXPECT_LE(RowRel(on_head, off_head, vocab), 1e-5);
   for (int64_t row = 16; row < 30; ++row) {
     const std::vector<float> x(on.begin() + row * vocab, on.begin() + (row + 1) * vocab);
     const std::vector<float> y(off.begin() + row * vocab, off.begin() + (row + 1) * vocab);
