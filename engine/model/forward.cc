@@ -105,7 +105,10 @@ Status ModelRunner::Forward(std::span<const StepInput> batch, const ForwardOptio
     seg.form = options.form != MlaForm::kAuto ? options.form : AutoForm(c, seg);
     if (c.has_indexer()) {  // drop keys a failed step may have left past num_tokens
       in.seq->index_keys.resize(c.num_hidden_layers);
-      for (auto& keys : in.seq->index_keys) keys.resize(seg.past * c.indexer.head_dim);
+      for (int64_t l = 0; l < c.num_hidden_layers; ++l) {  // "shared" layers keep no keys
+        const bool full = weights_.layers[l].indexer.has_value();
+        in.seq->index_keys[l].resize(full ? seg.past * c.indexer.head_dim : 0);
+      }
     }
     tokens += seg.num_new;
     segs.push_back(seg);

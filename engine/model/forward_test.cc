@@ -123,8 +123,9 @@ TEST(RoutingTest, GreedyIgnoresGroups) {
 // A dummy model, a page pool and a runner; pages are handed out in order.
 class Harness {
  public:
-  Harness(const char* preset, KvCacheDtype dtype = KvCacheDtype::kBf16) : pool_(2) {
-    ModelConfig c = Preset(preset).value();
+  Harness(const char* preset, KvCacheDtype dtype = KvCacheDtype::kBf16)
+      : Harness(Preset(preset).value(), dtype) {}
+  Harness(ModelConfig c, KvCacheDtype dtype = KvCacheDtype::kBf16) : pool_(2) {
     weights_ = std::make_unique<ModelWeights>(MakeDummyModel(c, WeightFormat::kBf16, 7, 2).value());
     kv::PagePoolConfig pc;
     pc.shape = {static_cast<size_t>(c.num_hidden_layers), static_cast<size_t>(c.kv_lora_rank),
@@ -291,6 +292,21 @@ TEST(DsaTest, IndexerIsDenseWithinTopkAndSparseBeyond) {
     const std::vector<float> y(off.begin() + row * vocab, off.begin() + (row + 1) * vocab);
     EXPECT_GT(RowRel(x, y, vocab), 1e-4) << row;
   }
+}
+
+// GLM layers marked "shared" have no indexer and attend to the previous full layer's choice.
+TEST(DsaTest, SharedLayersReuseTheFullLayersChoice) {
+  ModelConfig c = Preset("tiny-glm").value();
+  c.indexer.full_layers = {true, false, false};
+  Harness shared(c);
+  KvSequence s;
+  const std::vector<float> logits = shared.Step({&s}, {Tokens(24, 9)});
+  EXPECT_EQ(static_cast<int64_t>(logits.size()), 24 * shared.vocab());
+  shared.Step({&s}, {{3}});
+  ASSERT_EQ(s.index_keys.size(), 3u);
+  EXPECT_EQ(static_cast<int64_t>(s.index_keys[0].size()), 25 * c.indexer.head_dim);
+  EXPECT_TRUE(s.index_keys[1].empty());
+  EXPECT_TRUE(s.index_keys[2].empty());
 }
 
 INSTANTIATE_TEST_SUITE_P(Presets, RunnerTest, ::testing::Values("tiny", "tiny-glm"));
