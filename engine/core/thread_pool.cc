@@ -1,8 +1,37 @@
 #include "engine/core/thread_pool.h"
 
 #include <algorithm>
+#include <chrono>
+
+#if defined(__x86_64__) || defined(_M_X64)
+#include <immintrin.h>
+#endif
 
 namespace tandem::engine {
+namespace {
+
+void CpuRelax() {
+#if defined(__x86_64__) || defined(_M_X64)
+  _mm_pause();
+#else
+  std::this_thread::yield();
+#endif
+}
+
+// Polls `done` for up to `micros`; true once it holds.
+template <typename Pred>
+bool SpinUntil(Pred done, int64_t micros) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::microseconds(micros);
+  for (;;) {
+    for (int i = 0; i < 64; ++i) {
+      if (done()) return true;
+      CpuRelax();
+    }
+    if (std::chrono::steady_clock::now() >= deadline) return done();
+  }
+}
+
+}  // namespace
 
 void SplitRange(int64_t n, int64_t grain, int threads, int index, int64_t* begin, int64_t* end) {
   grain = std::max<int64_t>(grain, 1);
@@ -21,7 +50,7 @@ ThreadPool::ThreadPool(int num_threads) {
 ThreadPool::~ThreadPool() {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    stop_ = true;
+    stop_.store(true);
   }
   start_cv_.notify_all();
   for (std::thread& t : workers_) t.join();
@@ -32,11 +61,18 @@ void ThreadPool::WorkerLoop(int index) {
   for (;;) {
     const std::function<void(int64_t, int64_t, int)>* job;
     int64_t n, grain;
+    // Poll first: the next job usually follows within microseconds. The lock below then pairs
+    // with the caller's writes of job_* whichever way the job was noticed.
+    SpinUntil(
+        [&] {
+          return stop_.load(std::memory_order_acquire) || generation_.load(std::memory_order_acquire) != seen;
+        },
+        kSpinMicros);
     {
       std::unique_lock<std::mutex> lock(mu_);
-      start_cv_.wait(lock, [&] { return stop_ || generation_ != seen; });
-      if (stop_) return;
-      seen = generation_;
+      start_cv_.wait(lock, [&] { return stop_.load() || generation_.load() != seen; });
+      if (stop_.load()) return;
+      seen = generation_.load();
       job = job_;
       n = job_n_;
       grain = job_grain_;
@@ -46,7 +82,9 @@ void ThreadPool::WorkerLoop(int index) {
     if (begin < end) (*job)(begin, end, index);
     {
       std::lock_guard<std::mutex> lock(mu_);
-      if (--pending_ == 0) done_cv_.notify_one();
+      // Notified under the lock: a caller that saw pending_ reach 0 by polling cannot return and
+      // destroy the pool while the notify is still running.
+      if (pending_.fetch_sub(1) == 1) done_cv_.notify_one();
     }
   }
 }
@@ -62,15 +100,16 @@ void ThreadPool::ParallelFor(int64_t n, int64_t grain, const std::function<void(
     job_ = &fn;
     job_n_ = n;
     job_grain_ = grain;
-    pending_ = static_cast<int>(workers_.size());
-    ++generation_;
+    pending_.store(static_cast<int>(workers_.size()));
+    generation_.fetch_add(1);
   }
   start_cv_.notify_all();
   int64_t begin, end;
   SplitRange(n, grain, num_threads(), 0, &begin, &end);
   if (begin < end) fn(begin, end, 0);
+  SpinUntil([&] { return pending_.load(std::memory_order_acquire) == 0; }, kSpinMicros);
   std::unique_lock<std::mutex> lock(mu_);
-  done_cv_.wait(lock, [&] { return pending_ == 0; });
+  done_cv_.wait(lock, [&] { return pending_.load() == 0; });
 }
 
 }  // namespace tandem::engine

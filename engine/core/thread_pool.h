@@ -2,7 +2,12 @@
 // A small fixed-size thread pool for the CPU kernels: ParallelFor splits [0, n) into contiguous
 // chunks, one per thread, and the calling thread works too. No work stealing, no allocation per
 // call: kernels split work evenly (rows of a weight matrix), so a static split is what they want.
+// Workers spin for a short while (kSpinMicros) after each job before sleeping on the condition
+// variable, and the caller spins on the last chunks before it sleeps: a decode step issues
+// hundreds of small ParallelFors back to back, and a futex wake-up per call cost more than the
+// work itself (docs/performance.md, "Model runtime").
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -35,12 +40,16 @@ class ThreadPool {
   std::mutex mu_;
   std::condition_variable start_cv_;
   std::condition_variable done_cv_;
+  // How long a worker polls for the next job, and the caller for the last chunk, before sleeping.
+  static constexpr int64_t kSpinMicros = 200;
+
+  // Written under mu_; generation_, pending_ and stop_ are also polled without it while spinning.
   const std::function<void(int64_t, int64_t, int)>* job_ = nullptr;
   int64_t job_n_ = 0;
   int64_t job_grain_ = 1;
-  uint64_t generation_ = 0;
-  int pending_ = 0;
-  bool stop_ = false;
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<int> pending_{0};
+  std::atomic<bool> stop_{false};
 };
 
 // The chunk [begin, end) that thread `index` of `threads` owns when [0, n) is split in

@@ -18,10 +18,18 @@ bool Allowed(const AttnSegment& seg, const KeyMask& mask, int64_t i, int64_t j) 
   return mask.empty() || mask[i * seg.context() + j] != 0;
 }
 
+// Four independent accumulators: a single one serializes on the add latency.
 double Dot(const float* a, const float* b, int64_t n) {
-  double acc = 0;
-  for (int64_t i = 0; i < n; ++i) acc += static_cast<double>(a[i]) * b[i];
-  return acc;
+  double acc0 = 0, acc1 = 0, acc2 = 0, acc3 = 0;
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    acc0 += static_cast<double>(a[i]) * b[i];
+    acc1 += static_cast<double>(a[i + 1]) * b[i + 1];
+    acc2 += static_cast<double>(a[i + 2]) * b[i + 2];
+    acc3 += static_cast<double>(a[i + 3]) * b[i + 3];
+  }
+  for (; i < n; ++i) acc0 += static_cast<double>(a[i]) * b[i];
+  return (acc0 + acc1) + (acc2 + acc3);
 }
 
 }  // namespace
@@ -113,19 +121,29 @@ Status MlaAttention::Forward(const float* h, int64_t tokens, std::span<const Att
   }
 
   std::vector<float> attn(tokens * heads * c.v_head_dim);  // [T, H, v]
-  std::vector<float> lat;
+  std::vector<std::vector<float>> lats(segs.size());
+  std::vector<size_t> absorbed;
   for (size_t s = 0; s < segs.size(); ++s) {
     const AttnSegment& seg = segs[s];
-    RETURN_IF_ERROR(ReadContext(seg, *kv, &lat));
-    const float* qs = q.data() + seg.first_row * heads * qk;
-    float* os = attn.data() + seg.first_row * heads * c.v_head_dim;
-    const KeyMask& mask = (*index_masks)[s];
+    RETURN_IF_ERROR(ReadContext(seg, *kv, &lats[s]));
     if (seg.form == MlaForm::kAbsorbed) {
-      Absorbed(seg, qs, lat, mask, pool, os);
-    } else {
-      RETURN_IF_ERROR(Expanded(seg, qs, lat, mask, pool, options, os));
+      absorbed.push_back(s);
+      continue;
     }
+    RETURN_IF_ERROR(Expanded(seg, q.data() + seg.first_row * heads * qk, lats[s], (*index_masks)[s], pool,
+                             options, attn.data() + seg.first_row * heads * c.v_head_dim));
   }
+  // Every (absorbed segment, head) pair in one ParallelFor: a decode batch is many segments of
+  // one token, each too little work to wake the pool for.
+  pool->ParallelFor(static_cast<int64_t>(absorbed.size()) * heads, 1, [&](int64_t begin, int64_t end, int) {
+    AbsorbedScratch scratch;
+    for (int64_t i = begin; i < end; ++i) {
+      const size_t s = absorbed[i / heads];
+      const AttnSegment& seg = segs[s];
+      AbsorbedHead(seg, q.data() + seg.first_row * heads * qk, lats[s], (*index_masks)[s], i % heads,
+                   &scratch, attn.data() + seg.first_row * heads * c.v_head_dim);
+    }
+  });
   return kernels::cpu::Matmul(w.o_proj, attn.data(), tokens, out, pool, options);
 }
 
@@ -170,46 +188,47 @@ Status MlaAttention::Expanded(const AttnSegment& seg, const float* q, const std:
   return Status::Ok();
 }
 
-void MlaAttention::Absorbed(const AttnSegment& seg, const float* q, const std::vector<float>& lat,
-                            const KeyMask& mask, ThreadPool* pool, float* out) const {
+void MlaAttention::AbsorbedHead(const AttnSegment& seg, const float* q, const std::vector<float>& lat,
+                                const KeyMask& mask, int64_t h, AbsorbedScratch* scratch, float* out) const {
   const ModelConfig& c = *config_;
   const int64_t heads = c.num_attention_heads, qk = c.qk_head_dim(), nope = c.qk_nope_head_dim;
   const int64_t rope = c.qk_rope_head_dim, vdim = c.v_head_dim, lora = c.kv_lora_rank,
                 width = c.KvLatentWidth();
   const int64_t ctx = seg.context(), n_cols = heads * (nope + vdim);
   const double scale = c.AttentionSoftmaxScale();
-  pool->ParallelFor(heads, 1, [&](int64_t h_begin, int64_t h_end, int) {
-    std::vector<float> p(ctx), q_lat(lora), o_lat(lora);
-    for (int64_t h = h_begin; h < h_end; ++h) {
-      const int64_t uk = h * (nope + vdim), uv = uk + nope;  // W_UK / W_UV columns of kv_b_projᵀ
-      for (int64_t i = 0; i < seg.num_new; ++i) {
-        const float* qh = q + (i * heads + h) * qk;
-        for (int64_t cc = 0; cc < lora; ++cc)
-          q_lat[cc] = static_cast<float>(Dot(qh, kv_b_t_.data() + cc * n_cols + uk, nope));
-        for (int64_t j = 0; j < ctx; ++j) {
-          if (!Allowed(seg, mask, i, j)) {
-            p[j] = kNegInf;
-            continue;
-          }
-          const float* lj = lat.data() + j * width;
-          p[j] = static_cast<float>((Dot(q_lat.data(), lj, lora) + Dot(qh + nope, lj + lora, rope)) * scale);
-        }
-        SoftmaxInPlace(p.data(), ctx);
-        std::fill(o_lat.begin(), o_lat.end(), 0.0f);
-        for (int64_t j = 0; j < ctx; ++j) {
-          if (p[j] == 0.0f) continue;
-          for (int64_t cc = 0; cc < lora; ++cc) o_lat[cc] += p[j] * lat[j * width + cc];
-        }
-        float* o = out + (i * heads + h) * vdim;
-        for (int64_t d = 0; d < vdim; ++d) {
-          double acc = 0;
-          for (int64_t cc = 0; cc < lora; ++cc)
-            acc += static_cast<double>(o_lat[cc]) * kv_b_t_[cc * n_cols + uv + d];
-          o[d] = static_cast<float>(acc);
-        }
+  std::vector<float>& p = scratch->p;
+  std::vector<float>& q_lat = scratch->q_lat;
+  std::vector<float>& o_lat = scratch->o_lat;
+  p.resize(ctx);
+  q_lat.resize(lora);
+  o_lat.resize(lora);
+  const int64_t uk = h * (nope + vdim), uv = uk + nope;  // W_UK / W_UV columns of kv_b_projᵀ
+  for (int64_t i = 0; i < seg.num_new; ++i) {
+    const float* qh = q + (i * heads + h) * qk;
+    for (int64_t cc = 0; cc < lora; ++cc)
+      q_lat[cc] = static_cast<float>(Dot(qh, kv_b_t_.data() + cc * n_cols + uk, nope));
+    for (int64_t j = 0; j < ctx; ++j) {
+      if (!Allowed(seg, mask, i, j)) {
+        p[j] = kNegInf;
+        continue;
       }
+      const float* lj = lat.data() + j * width;
+      p[j] = static_cast<float>((Dot(q_lat.data(), lj, lora) + Dot(qh + nope, lj + lora, rope)) * scale);
     }
-  });
+    SoftmaxInPlace(p.data(), ctx);
+    std::fill(o_lat.begin(), o_lat.end(), 0.0f);
+    for (int64_t j = 0; j < ctx; ++j) {
+      if (p[j] == 0.0f) continue;
+      for (int64_t cc = 0; cc < lora; ++cc) o_lat[cc] += p[j] * lat[j * width + cc];
+    }
+    float* o = out + (i * heads + h) * vdim;
+    for (int64_t d = 0; d < vdim; ++d) {
+      double acc = 0;
+      for (int64_t cc = 0; cc < lora; ++cc)
+        acc += static_cast<double>(o_lat[cc]) * kv_b_t_[cc * n_cols + uv + d];
+      o[d] = static_cast<float>(acc);
+    }
+  }
 }
 
 }  // namespace tandem::engine::model

@@ -49,8 +49,13 @@ class MlaAttention {
   // q: [n, H, nope + rope] of the segment; lat: [ctx, kv_lora + rope]; out: [n, H, v].
   Status Expanded(const AttnSegment& seg, const float* q, const std::vector<float>& lat, const KeyMask& mask,
                   ThreadPool* pool, const kernels::cpu::MatmulOptions& options, float* out) const;
-  void Absorbed(const AttnSegment& seg, const float* q, const std::vector<float>& lat, const KeyMask& mask,
-                ThreadPool* pool, float* out) const;
+  // Per-thread buffers of AbsorbedHead, reused across heads.
+  struct AbsorbedScratch {
+    std::vector<float> p, q_lat, o_lat;  // [ctx], [kv_lora], [kv_lora]
+  };
+  // Head h of every new token of the segment, absorbed form: out[i, h, :] for i < num_new.
+  void AbsorbedHead(const AttnSegment& seg, const float* q, const std::vector<float>& lat,
+                    const KeyMask& mask, int64_t h, AbsorbedScratch* scratch, float* out) const;
 
   const ModelConfig* config_;
   const LayerWeights* weights_;

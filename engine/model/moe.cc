@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <mutex>
 #include <numeric>
 
 #include "engine/model/forward_ops.h"
@@ -72,41 +73,90 @@ Status MlpForward(const MlpWeights& w, const float* x, int64_t tokens, float* y,
   return kernels::cpu::Matmul(w.down_proj, gate.data(), tokens, y, pool, options);
 }
 
+namespace {
+
+// Router logits of one token in double (see MoeForward), split over experts: each logit is one
+// sequential dot product whichever thread computes it.
+void RouterLogits(const MoeWeights& w, const float* x, int64_t hidden, int64_t n_exp, float* logits,
+                  ThreadPool* pool) {
+  pool->ParallelFor(n_exp, 16, [&](int64_t begin, int64_t end, int) {
+    for (int64_t e = begin; e < end; ++e) {
+      const float* r = w.router.data() + e * hidden;
+      double acc = 0;
+      for (int64_t i = 0; i < hidden; ++i) acc += static_cast<double>(x[i]) * r[i];
+      logits[e] = static_cast<float>(acc);
+    }
+  });
+}
+
+// One expert's share of a step: its tokens gathered, its output before gating.
+struct ExpertTask {
+  const MlpWeights* weights = nullptr;
+  std::vector<std::pair<int64_t, float>> routed;  // (token, gate); empty for the shared expert
+  std::vector<float> xs, ys;                      // [m, hidden]
+};
+
+}  // namespace
+
 Status MoeForward(const ModelConfig& config, const MoeWeights& w, const float* x, int64_t tokens, float* y,
                   ThreadPool* pool, const kernels::cpu::MatmulOptions& options) {
   const int64_t hidden = config.hidden_size;
   const int64_t n_exp = config.n_routed_experts;
-  std::fill(y, y + tokens * hidden, 0.0f);
-  if (w.shared_experts.gate_proj.rows() > 0) {
-    RETURN_IF_ERROR(MlpForward(w.shared_experts, x, tokens, y, pool, options));
-  }
   // Router logits in double: a routing boundary decided by rounding would make the engine choose
   // other experts than the reference for no reason.
   const float* bias = w.e_score_correction_bias.size() > 0 ? w.e_score_correction_bias.data() : nullptr;
   std::vector<std::vector<std::pair<int64_t, float>>> by_expert(n_exp);  // (token, gate)
   std::vector<float> logits(n_exp);
   for (int64_t t = 0; t < tokens; ++t) {
-    for (int64_t e = 0; e < n_exp; ++e) {
-      double acc = 0;
-      for (int64_t i = 0; i < hidden; ++i)
-        acc += static_cast<double>(x[t * hidden + i]) * w.router[e * hidden + i];
-      logits[e] = static_cast<float>(acc);
-    }
+    RouterLogits(w, x + t * hidden, hidden, n_exp, logits.data(), pool);
     const Routing r = RouteToken(config, logits.data(), bias);
     for (size_t k = 0; k < r.experts.size(); ++k) by_expert[r.experts[k]].push_back({t, r.gates[k]});
   }
-  std::vector<float> xs, ys;
+  // Every expert with tokens (the shared expert first) runs whole on one thread, all of them in
+  // one ParallelFor: at decode each expert is a few small GEMVs, too small to split across
+  // threads and wake the pool for each. Each expert's result is the same on any thread.
+  std::vector<ExpertTask> tasks;
+  const bool shared = w.shared_experts.gate_proj.rows() > 0;
+  if (shared) tasks.push_back({&w.shared_experts, {}, {}, {}});
   for (int64_t e = 0; e < n_exp; ++e) {
-    const auto& routed = by_expert[e];
-    if (routed.empty()) continue;
-    const int64_t m = static_cast<int64_t>(routed.size());
-    xs.resize(m * hidden);
-    ys.resize(m * hidden);
-    for (int64_t j = 0; j < m; ++j) std::copy_n(x + routed[j].first * hidden, hidden, xs.data() + j * hidden);
-    RETURN_IF_ERROR(MlpForward(w.experts[e], xs.data(), m, ys.data(), pool, options));
-    for (int64_t j = 0; j < m; ++j) {
-      float* out = y + routed[j].first * hidden;
-      for (int64_t i = 0; i < hidden; ++i) out[i] += routed[j].second * ys[j * hidden + i];
+    if (!by_expert[e].empty()) tasks.push_back({&w.experts[e], std::move(by_expert[e]), {}, {}});
+  }
+  Status status = Status::Ok();
+  std::mutex status_mu;
+  pool->ParallelFor(static_cast<int64_t>(tasks.size()), 1, [&](int64_t begin, int64_t end, int) {
+    thread_local ThreadPool inline_pool(1);  // no threads: Matmul runs on the caller
+    for (int64_t i = begin; i < end; ++i) {
+      ExpertTask& task = tasks[i];
+      const bool is_shared = task.routed.empty();
+      const int64_t m = is_shared ? tokens : static_cast<int64_t>(task.routed.size());
+      task.ys.resize(m * hidden);
+      const float* in = x;
+      if (!is_shared) {
+        task.xs.resize(m * hidden);
+        for (int64_t j = 0; j < m; ++j)
+          std::copy_n(x + task.routed[j].first * hidden, hidden, task.xs.data() + j * hidden);
+        in = task.xs.data();
+      }
+      const Status s = MlpForward(*task.weights, in, m, task.ys.data(), &inline_pool, options);
+      if (!s.ok()) {
+        std::lock_guard<std::mutex> lock(status_mu);
+        status = s;
+      }
+    }
+  });
+  RETURN_IF_ERROR(status);
+  // Summed in the order of the serial version: shared expert, then routed experts by index.
+  if (shared) {
+    std::copy_n(tasks[0].ys.data(), tokens * hidden, y);
+  } else {
+    std::fill(y, y + tokens * hidden, 0.0f);
+  }
+  for (size_t i = shared ? 1 : 0; i < tasks.size(); ++i) {
+    const ExpertTask& task = tasks[i];
+    for (size_t j = 0; j < task.routed.size(); ++j) {
+      float* out = y + task.routed[j].first * hidden;
+      const float gate = task.routed[j].second;
+      for (int64_t k = 0; k < hidden; ++k) out[k] += gate * task.ys[j * hidden + k];
     }
   }
   return Status::Ok();
