@@ -56,13 +56,36 @@ ThreadPool::~ThreadPool() {
   for (std::thread& t : workers_) t.join();
 }
 
-void ThreadPool::WorkerLoop(int index) {
-  uint64_t seen = 0;
+int ThreadPool::ClaimChunk(uint32_t generation) {
+  uint64_t cur = claim_.load(std::memory_order_acquire);
+  for (;;) {
+    const int next = static_cast<int>(cur & 0xffffffffu);
+    if (static_cast<uint32_t>(cur >> 32) != generation || next >= num_threads()) return -1;
+    if (claim_.compare_exchange_weak(cur, cur + 1, std::memory_order_acq_rel)) return next;
+  }
+}
+
+void ThreadPool::RunChunks(uint32_t generation, const std::function<void(int64_t, int64_t, int)>& fn,
+                           int64_t n, int64_t grain) {
+  for (int chunk; (chunk = ClaimChunk(generation)) >= 0;) {
+    int64_t begin, end;
+    SplitRange(n, grain, num_threads(), chunk, &begin, &end);
+    if (begin < end) fn(begin, end, chunk);
+    if (chunks_left_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      // Notified under the lock: the caller, once it sees no chunk left, takes the lock before
+      // returning, so the pool cannot be destroyed while this notify runs.
+      std::lock_guard<std::mutex> lock(mu_);
+      done_cv_.notify_one();
+    }
+  }
+}
+
+void ThreadPool::WorkerLoop(int) {
+  uint32_t seen = 0;
   for (;;) {
     const std::function<void(int64_t, int64_t, int)>* job;
     int64_t n, grain;
-    // Poll first: the next job usually follows within microseconds. The lock below then pairs
-    // with the caller's writes of job_* whichever way the job was noticed.
+    // Poll first: the next job usually follows within microseconds.
     SpinUntil(
         [&] {
           return stop_.load(std::memory_order_acquire) || generation_.load(std::memory_order_acquire) != seen;
@@ -77,15 +100,9 @@ void ThreadPool::WorkerLoop(int index) {
       n = job_n_;
       grain = job_grain_;
     }
-    int64_t begin, end;
-    SplitRange(n, grain, num_threads(), index, &begin, &end);
-    if (begin < end) (*job)(begin, end, index);
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      // Notified under the lock: a caller that saw pending_ reach 0 by polling cannot return and
-      // destroy the pool while the notify is still running.
-      if (pending_.fetch_sub(1) == 1) done_cv_.notify_one();
-    }
+    // A stale snapshot (the caller finished this job alone and started another) claims nothing:
+    // claims carry the generation.
+    RunChunks(seen, *job, n, grain);
   }
 }
 
@@ -95,21 +112,22 @@ void ThreadPool::ParallelFor(int64_t n, int64_t grain, const std::function<void(
     fn(0, n, 0);
     return;
   }
+  uint32_t generation;
   {
     std::lock_guard<std::mutex> lock(mu_);
     job_ = &fn;
     job_n_ = n;
     job_grain_ = grain;
-    pending_.store(static_cast<int>(workers_.size()));
-    generation_.fetch_add(1);
+    generation = generation_.load() + 1;
+    chunks_left_.store(num_threads());
+    claim_.store(static_cast<uint64_t>(generation) << 32);
+    generation_.store(generation);
   }
   start_cv_.notify_all();
-  int64_t begin, end;
-  SplitRange(n, grain, num_threads(), 0, &begin, &end);
-  if (begin < end) fn(begin, end, 0);
-  SpinUntil([&] { return pending_.load(std::memory_order_acquire) == 0; }, kSpinMicros);
+  RunChunks(generation, fn, n, grain);
+  SpinUntil([&] { return chunks_left_.load(std::memory_order_acquire) == 0; }, kSpinMicros);
   std::unique_lock<std::mutex> lock(mu_);
-  done_cv_.wait(lock, [&] { return pending_.load() == 0; });
+  done_cv_.wait(lock, [&] { return chunks_left_.load() == 0; });
 }
 
 }  // namespace tandem::engine

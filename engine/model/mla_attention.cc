@@ -6,6 +6,7 @@
 
 #include "engine/formats/float_codecs.h"
 #include "engine/model/dsa_indexer.h"
+#include "engine/model/vec_ops.h"
 
 namespace tandem::engine::model {
 namespace {
@@ -18,19 +19,7 @@ bool Allowed(const AttnSegment& seg, const KeyMask& mask, int64_t i, int64_t j) 
   return mask.empty() || mask[i * seg.context() + j] != 0;
 }
 
-// Four independent accumulators: a single one serializes on the add latency.
-double Dot(const float* a, const float* b, int64_t n) {
-  double acc0 = 0, acc1 = 0, acc2 = 0, acc3 = 0;
-  int64_t i = 0;
-  for (; i + 4 <= n; i += 4) {
-    acc0 += static_cast<double>(a[i]) * b[i];
-    acc1 += static_cast<double>(a[i + 1]) * b[i + 1];
-    acc2 += static_cast<double>(a[i + 2]) * b[i + 2];
-    acc3 += static_cast<double>(a[i + 3]) * b[i + 3];
-  }
-  for (; i < n; ++i) acc0 += static_cast<double>(a[i]) * b[i];
-  return (acc0 + acc1) + (acc2 + acc3);
-}
+double Dot(const float* a, const float* b, int64_t n) { return DotF64(a, b, n); }
 
 }  // namespace
 
@@ -44,6 +33,10 @@ StatusOr<MlaAttention> MlaAttention::Create(const ModelConfig& config, const Lay
   for (int64_t i = 0; i < lora; ++i) eye[i * lora + i] = 1.0f;
   a.kv_b_t_.resize(lora * n);
   RETURN_IF_ERROR(kernels::cpu::Matmul(weights.attn.kv_b_proj, eye.data(), lora, a.kv_b_t_.data(), pool));
+  a.kv_b_.resize(n * lora);
+  for (int64_t r = 0; r < n; ++r) {
+    for (int64_t cc = 0; cc < lora; ++cc) a.kv_b_[r * lora + cc] = a.kv_b_t_[cc * n + r];
+  }
   return a;
 }
 
@@ -123,9 +116,15 @@ Status MlaAttention::Forward(const float* h, int64_t tokens, std::span<const Att
   std::vector<float> attn(tokens * heads * c.v_head_dim);  // [T, H, v]
   std::vector<std::vector<float>> lats(segs.size());
   std::vector<size_t> absorbed;
+  // Contexts decoded (pages -> fp32) in parallel: at a decode batch of 32 this is most of the
+  // serial work of the layer.
+  std::vector<Status> read_status(segs.size(), Status::Ok());
+  pool->ParallelFor(static_cast<int64_t>(segs.size()), 1, [&](int64_t begin, int64_t end, int) {
+    for (int64_t s = begin; s < end; ++s) read_status[s] = ReadContext(segs[s], *kv, &lats[s]);
+  });
+  for (const Status& st : read_status) RETURN_IF_ERROR(st);
   for (size_t s = 0; s < segs.size(); ++s) {
     const AttnSegment& seg = segs[s];
-    RETURN_IF_ERROR(ReadContext(seg, *kv, &lats[s]));
     if (seg.form == MlaForm::kAbsorbed) {
       absorbed.push_back(s);
       continue;
@@ -219,15 +218,11 @@ void MlaAttention::AbsorbedHead(const AttnSegment& seg, const float* q, const st
     std::fill(o_lat.begin(), o_lat.end(), 0.0f);
     for (int64_t j = 0; j < ctx; ++j) {
       if (p[j] == 0.0f) continue;
-      for (int64_t cc = 0; cc < lora; ++cc) o_lat[cc] += p[j] * lat[j * width + cc];
+      AddScaledF32(p[j], lat.data() + j * width, o_lat.data(), lora);
     }
     float* o = out + (i * heads + h) * vdim;
-    for (int64_t d = 0; d < vdim; ++d) {
-      double acc = 0;
-      for (int64_t cc = 0; cc < lora; ++cc)
-        acc += static_cast<double>(o_lat[cc]) * kv_b_t_[cc * n_cols + uv + d];
-      o[d] = static_cast<float>(acc);
-    }
+    for (int64_t d = 0; d < vdim; ++d)
+      o[d] = static_cast<float>(Dot(o_lat.data(), kv_b_.data() + (uv + d) * lora, lora));
   }
 }
 

@@ -6,6 +6,7 @@
 #include <mutex>
 #include <numeric>
 
+#include "engine/model/vec_ops.h"
 #include "engine/model/forward_ops.h"
 
 namespace tandem::engine::model {
@@ -75,16 +76,13 @@ Status MlpForward(const MlpWeights& w, const float* x, int64_t tokens, float* y,
 
 namespace {
 
-// Router logits of one token in double (see MoeForward), split over experts: each logit is one
-// sequential dot product whichever thread computes it.
+// Router logits of one token in double (see MoeForward), split over experts: each logit is the
+// same whichever thread computes it.
 void RouterLogits(const MoeWeights& w, const float* x, int64_t hidden, int64_t n_exp, float* logits,
                   ThreadPool* pool) {
   pool->ParallelFor(n_exp, 16, [&](int64_t begin, int64_t end, int) {
     for (int64_t e = begin; e < end; ++e) {
-      const float* r = w.router.data() + e * hidden;
-      double acc = 0;
-      for (int64_t i = 0; i < hidden; ++i) acc += static_cast<double>(x[i]) * r[i];
-      logits[e] = static_cast<float>(acc);
+      logits[e] = static_cast<float>(DotF64(x, w.router.data() + e * hidden, hidden));
     }
   });
 }

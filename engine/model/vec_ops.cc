@@ -1,0 +1,76 @@
+#include "engine/model/vec_ops.h"
+
+#include "engine/core/cpu_features.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+namespace tandem::engine::model {
+namespace {
+
+double DotPortable(const float* a, const float* b, int64_t n) {
+  double acc0 = 0, acc1 = 0, acc2 = 0, acc3 = 0;
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    acc0 += static_cast<double>(a[i]) * b[i];
+    acc1 += static_cast<double>(a[i + 1]) * b[i + 1];
+    acc2 += static_cast<double>(a[i + 2]) * b[i + 2];
+    acc3 += static_cast<double>(a[i + 3]) * b[i + 3];
+  }
+  for (; i < n; ++i) acc0 += static_cast<double>(a[i]) * b[i];
+  return (acc0 + acc1) + (acc2 + acc3);
+}
+
+#if defined(__x86_64__)
+// Separate multiply and add (no -mfma on this file, no _mm256_fmadd_pd): exact products.
+__attribute__((target("avx2"))) double DotAvx2(const float* a, const float* b, int64_t n) {
+  __m256d acc0 = _mm256_setzero_pd(), acc1 = _mm256_setzero_pd();
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256d a0 = _mm256_cvtps_pd(_mm_loadu_ps(a + i)), b0 = _mm256_cvtps_pd(_mm_loadu_ps(b + i));
+    const __m256d a1 = _mm256_cvtps_pd(_mm_loadu_ps(a + i + 4)),
+                  b1 = _mm256_cvtps_pd(_mm_loadu_ps(b + i + 4));
+    acc0 = _mm256_add_pd(acc0, _mm256_mul_pd(a0, b0));
+    acc1 = _mm256_add_pd(acc1, _mm256_mul_pd(a1, b1));
+  }
+  alignas(32) double lanes[4];
+  _mm256_store_pd(lanes, _mm256_add_pd(acc0, acc1));
+  double tail = 0;
+  for (; i < n; ++i) tail += static_cast<double>(a[i]) * b[i];
+  return ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) + tail;
+}
+
+__attribute__((target("avx2"))) void AddScaledAvx2(float a, const float* x, float* y, int64_t n) {
+  const __m256 va = _mm256_set1_ps(a);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(y + i, _mm256_add_ps(_mm256_loadu_ps(y + i), _mm256_mul_ps(va, _mm256_loadu_ps(x + i))));
+  for (; i < n; ++i) y[i] += a * x[i];
+}
+#endif
+
+#if defined(__x86_64__)
+const bool kHostAvx2 = HostCpuFeatures().avx2;
+#endif
+
+}  // namespace
+
+void AddScaledF32(float a, const float* x, float* y, int64_t n) {
+#if defined(__x86_64__)
+  if (kHostAvx2) {
+    AddScaledAvx2(a, x, y, n);
+    return;
+  }
+#endif
+  for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
+}
+
+double DotF64(const float* a, const float* b, int64_t n) {
+#if defined(__x86_64__)
+  if (kHostAvx2) return DotAvx2(a, b, n);
+#endif
+  return DotPortable(a, b, n);
+}
+
+}  // namespace tandem::engine::model

@@ -1,0 +1,17 @@
+#pragma once
+// Vector loops of the forward pass's hot paths (attention, router), with AVX2 variants picked at
+// run time. None uses FMA contraction: each product is rounded as the plain C++ loop rounds it.
+
+#include <cstdint>
+
+namespace tandem::engine::model {
+
+// Σ a[i]·b[i] over fp32 inputs, accumulated in double (the sums that decide accuracy: router
+// logits, attention scores). Products are exact in double; the result differs from a sequential
+// double sum only by the order of the additions (independent accumulators, SIMD lanes).
+double DotF64(const float* a, const float* b, int64_t n);
+
+// y[i] += a * x[i] for i < n, in fp32 (multiply, then add): the same values as the scalar loop.
+void AddScaledF32(float a, const float* x, float* y, int64_t n);
+
+}  // namespace tandem::engine::model
