@@ -15,6 +15,10 @@ void ConvertBf16ToFp8E4M3Ref(const uint16_t* in, uint8_t* out, size_t n, float i
 // out[i] = bf16(e4m3(in[i]) * scale). in: [n] fp8 e4m3 codes; out: [n] bf16 bits.
 void ConvertFp8E4M3ToBf16Ref(const uint8_t* in, uint16_t* out, size_t n, float scale);
 
+// The same output as ConvertFp8E4M3ToBf16Ref through a 256-entry table built per call: for reads
+// of more than a few hundred values (the KV cache's page reads).
+void ConvertFp8E4M3ToBf16(const uint8_t* in, uint16_t* out, size_t n, float scale);
+
 // The per-tensor scale that maps max|x| onto the E4M3 finite maximum (1.0 for an all-zero input).
 // in: [n] bf16 bits.
 float Fp8E4M3ScaleForBf16(const uint16_t* in, size_t n);

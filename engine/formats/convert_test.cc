@@ -60,5 +60,16 @@ TEST(ConvertTest, ScaledRoundTripRelativeError) {
   EXPECT_GT(rel, 0.005);  // FP8 is lossy: an exact round trip would mean no conversion happened
 }
 
+TEST(ConvertTest, TableFp8ToBf16MatchesRefForEveryCode) {
+  std::vector<uint8_t> codes(3 * 256);
+  for (size_t i = 0; i < codes.size(); ++i) codes[i] = static_cast<uint8_t>(i * 37 + i / 256);
+  for (float scale : {1.0f, 0.0171f, 3.5e-3f, 97.0f}) {
+    std::vector<uint16_t> want(codes.size()), got(codes.size());
+    ConvertFp8E4M3ToBf16Ref(codes.data(), want.data(), codes.size(), scale);
+    ConvertFp8E4M3ToBf16(codes.data(), got.data(), codes.size(), scale);
+    EXPECT_EQ(got, want) << "scale " << scale;
+  }
+}
+
 }  // namespace
 }  // namespace tandem::engine

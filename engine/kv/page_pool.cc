@@ -121,7 +121,7 @@ Status PagePool::ReadRows(PageId page, size_t layer, size_t first_token, std::sp
   if (config_.dtype == KvCacheDtype::kBf16) {
     std::memcpy(out.data(), src, out.size_bytes());
   } else {
-    ConvertFp8E4M3ToBf16Ref(src, out.data(), out.size(), scales_[layer]);
+    ConvertFp8E4M3ToBf16(src, out.data(), out.size(), scales_[layer]);
   }
   return Status::Ok();
 }
