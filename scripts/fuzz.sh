@@ -1,41 +1,57 @@
 #!/usr/bin/env bash
-# Fuzzes the safetensors header parser for a bounded time:  scripts/fuzz.sh [seconds] (default 60)
-# Builds engine/io/fuzz/safetensors_header_fuzz.cc with clang++ and libFuzzer + ASan + UBSan into
-# build-fuzz/ (outside the CMake build), seeds it from engine/io/fuzz/corpus/ and exits non-zero
-# when it finds a crash, a sanitizer report or a failed invariant (the reproducer is left in
-# build-fuzz/).
+# Fuzzes the engine's parsers of untrusted input for a bounded time:
+#   scripts/fuzz.sh [seconds] [target]     (default: 60 s each, every target)
+# Targets (each a libFuzzer binary built with clang++ + ASan + UBSan into build-fuzz/, outside the
+# CMake build, seeded from its committed corpus):
+#   safetensors_header  engine/io/fuzz/safetensors_header_fuzz.cc   safetensors file headers
+#   tool_call           engine/text/fuzz/tool_call_fuzz.cc          Kimi K2 / GLM tool-call parsers
+# `seconds` is per target, so the total is seconds x targets. Exits non-zero when a target finds a
+# crash, a sanitizer report or a failed invariant (the reproducer is left in build-fuzz/).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds="${1:-60}"
+only="${2:-all}"
 out=build-fuzz
-mkdir -p "$out/corpus"
 command -v clang++ >/dev/null || { echo "fuzz: clang++ not found (scripts/install-deps.sh installs clang)" >&2; exit 1; }
 
-sources=(
-  engine/io/fuzz/safetensors_header_fuzz.cc
-  engine/io/safetensors_header.cc
-  engine/io/safetensors_dtype.cc
-  engine/io/strict_json.cc
-)
-binary="$out/safetensors_header_fuzz"
-newest_source=$(ls -t "${sources[@]}" engine/io/*.h engine/core/dtype.h common/status.h "$0" | head -1)
-if [ ! -x "$binary" ] || [ "$newest_source" -nt "$binary" ]; then
-  echo "fuzz: building $binary"
-  clang++ -std=c++20 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
-    -I. "${sources[@]}" -o "$binary"
-fi
+# fuzz_target NAME SEED_DIR EXTRA_LIBFUZZER_FLAGS SOURCES...
+fuzz_target() {
+  local name="$1" seeds="$2" flags="$3"
+  shift 3
+  local sources=("$@")
+  local binary="$out/${name}_fuzz" corpus="$out/corpus_$name"
+  mkdir -p "$corpus"
+  local newest
+  newest=$(ls -t "${sources[@]}" "$(dirname "${sources[0]}")"/../*.h engine/core/dtype.h common/status.h "$0" | head -1)
+  if [ ! -x "$binary" ] || [ "$newest" -nt "$binary" ]; then
+    echo "fuzz: building $binary"
+    clang++ -std=c++20 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
+      -I. "${sources[@]}" -o "$binary"
+  fi
+  # New inputs go to build-fuzz/corpus_NAME; the committed seeds are only read. Progress lines go
+  # to build-fuzz/NAME.log; the tail (final stats, or the crash report) is printed either way.
+  echo "fuzz: running $name for ${seconds}s"
+  local status=0
+  # shellcheck disable=SC2086
+  (cd "$out" && UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ASAN_OPTIONS=detect_leaks=1 \
+    "./${name}_fuzz" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 $flags \
+      "corpus_$name" "../$seeds") >"$out/$name.log" 2>&1 || status=$?
+  tail -n 25 "$out/$name.log"
+  if [ "$status" -ne 0 ]; then
+    echo "fuzz: $name FAILED (exit $status); full log: $out/$name.log, reproducer in $out/" >&2
+    exit "$status"
+  fi
+  echo "fuzz: $name: no crash in ${seconds}s"
+}
 
-# New inputs go to build-fuzz/corpus; the committed seeds are only read.
-echo "fuzz: running for ${seconds}s"
-# The run's progress lines go to build-fuzz/fuzz.log; the tail (final stats, or the crash report)
-# is printed either way.
-status=0
-(cd "$out" && UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ASAN_OPTIONS=detect_leaks=1 \
-  ./safetensors_header_fuzz -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
-    corpus ../engine/io/fuzz/corpus) >"$out/fuzz.log" 2>&1 || status=$?
-tail -n 25 "$out/fuzz.log"
-if [ "$status" -ne 0 ]; then
-  echo "fuzz: FAILED (exit $status); full log: $out/fuzz.log, reproducer in $out/" >&2
-  exit "$status"
+mkdir -p "$out"
+if [ "$only" = all ] || [ "$only" = safetensors_header ]; then
+  fuzz_target safetensors_header engine/io/fuzz/corpus "" \
+    engine/io/fuzz/safetensors_header_fuzz.cc engine/io/safetensors_header.cc \
+    engine/io/safetensors_dtype.cc engine/io/strict_json.cc
 fi
-echo "fuzz: no crash in ${seconds}s"
+if [ "$only" = all ] || [ "$only" = tool_call ]; then
+  fuzz_target tool_call engine/text/fuzz/corpus "-dict=../engine/text/fuzz/tool_call.dict -max_len=4096" \
+    engine/text/fuzz/tool_call_fuzz.cc engine/text/tool_call_parser.cc engine/text/kimi_tool_parser.cc \
+    engine/text/glm_tool_parser.cc engine/text/py_json.cc
+fi
