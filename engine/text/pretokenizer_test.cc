@@ -44,6 +44,14 @@ TEST(PretokenizerTest, Cl100kScriptsAndInvalidBytes) {
   EXPECT_EQ(Split(*p, "x\xE6\x88"), (Pieces{"x", "\xE6\x88"}));
 }
 
+TEST(PretokenizerTest, Qwen2PatternSplitsSingleDigits) {
+  std::string qwen = Pretokenizer::Cl100kPattern();
+  qwen.replace(qwen.find(R"(\p{N}{1,3})"), 10, R"(\p{N})");
+  auto p = Pretokenizer::FromPattern(qwen);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_EQ(Split(*p, "x 2024"), (Pieces{"x", " ", "2", "0", "2", "4"}));
+}
+
 TEST(PretokenizerTest, Gpt2Pattern) {
   const Pretokenizer p = Pretokenizer::Gpt2();
   EXPECT_EQ(Split(p, "Hello world's 2024!!  x"), (Pieces{"Hello", " world", "'s", " 2024", "!!", " ", " x"}));

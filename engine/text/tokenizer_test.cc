@@ -73,6 +73,18 @@ TEST(TokenizerTest, ArrayMergesEqualStringMerges) {
   EXPECT_EQ(Small(j).Encode("ab ab abc cab"), Small().Encode("ab ab abc cab"));
 }
 
+TEST(TokenizerTest, IgnoreMergesAndGpt2ByteLevelPattern) {
+  json j = SmallTokenizerJson();
+  j["model"]["vocab"]["ca"] = 259;  // no merge makes "ca"
+  EXPECT_EQ(Small(j).Encode("ca"), (Ids{'c', 'a'}));
+  j["model"]["ignore_merges"] = true;  // a piece that is a token is that token
+  EXPECT_EQ(Small(j).Encode("ca"), (Ids{259}));
+  j["pre_tokenizer"] = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", true}};
+  const Tokenizer gpt2 = Small(j);
+  EXPECT_EQ(gpt2.pattern_family(), PatternFamily::kGpt2);
+  EXPECT_EQ(gpt2.Encode("ab'S"), (Ids{256, '\'', 'S'}));  // case-sensitive contractions
+}
+
 TEST(TokenizerTest, AddedTokensMatchFirstLongestAndNeverSplit) {
   const Tokenizer t = Small();
   EXPECT_EQ(t.Encode("x<|end|>ab"), (Ids{'x', 300, 256}));
