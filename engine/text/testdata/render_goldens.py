@@ -7,9 +7,12 @@ Hugging Face transformers' chat-template rendering: trim_blocks, lstrip_blocks, 
 that is json.dumps(ensure_ascii=False) with keys in insertion order.
 
 Usage: python3 engine/text/testdata/render_goldens.py   (rewrites chat_goldens.json; needs jinja2)
+       python3 engine/text/testdata/render_goldens.py --check   (fails when the committed goldens
+       differ from what the templates render: the CTest oracle.chat_templates)
 """
 import json
 import os
+import sys
 
 import jinja2.ext
 from jinja2.sandbox import ImmutableSandboxedEnvironment
@@ -105,7 +108,16 @@ def main():
     for case in CASES:
         expected = {"kimi_k2": render("kimi_k2.jinja", case), "glm": render("glm.jinja", case)}
         out.append({"case": case, "expected": expected})
-    with open(os.path.join(HERE, "chat_goldens.json"), "w") as f:
+    path = os.path.join(HERE, "chat_goldens.json")
+    if "--check" in sys.argv[1:]:
+        with open(path) as f:
+            committed = json.load(f)
+        if committed != out:
+            names = [o["case"]["name"] for o, c in zip(out, committed) if o != c]
+            sys.exit(f"chat_goldens.json is stale (cases {names or 'count'}); rerun {sys.argv[0]}")
+        print(f"chat_goldens.json matches jinja2 {jinja2.__version__} on {len(out)} cases x 2 templates")
+        return
+    with open(path, "w") as f:
         json.dump(out, f, ensure_ascii=False, indent=1)
         f.write("\n")
 
