@@ -9,7 +9,8 @@ the test encodes >= 10^5 strings (random code points of all planes, many scripts
 and real text: the corpus sentences and lines of this repository's sources and docs) through
 `tokenizer_tool encode` and requires the same ids for every string; then checks
 decode(encode(s)) == s, also on arbitrary (unassigned code points, invalid UTF-8) inputs, and that
-streaming detokenization (`tokenizer_tool stream`) reproduces valid UTF-8 text exactly.
+streaming detokenization (`tokenizer_tool stream`) reproduces valid UTF-8 text exactly. The same
+vocabulary is also compared under GPT-2's ByteLevel regex and Qwen2's pattern (COUNT / 4 strings each).
 
 Run: TOKENIZER_TOOL=build/engine/tokenizer_tool .venv/bin/python tests/python/test_tokenizer_oracle.py
 Set TOKENIZER_ORACLE_STRINGS to change the count per tokenizer (default 100000).
@@ -21,6 +22,7 @@ import os
 import random
 import subprocess
 import sys
+import tempfile
 import unittest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -131,6 +133,29 @@ class TokenizerOracleTest(unittest.TestCase):
         decoded = reference.decode_batch([ours[i] for i in sample], skip_special_tokens=False)
         self.assertEqual(decoded, [strings[i] for i in sample])
         self.round_trip_arbitrary(path)
+
+    def test_hf_other_patterns(self):
+        """The same vocabulary under GPT-2's ByteLevel regex and Qwen2's Split pattern."""
+        with open(os.path.join(TESTDATA, "glm_like", "tokenizer.json")) as f:
+            config = json.load(f)
+        split = config["pre_tokenizer"]["pretokenizers"][0]
+        variants = {
+            "gpt2": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True},
+            "qwen2": dict(config["pre_tokenizer"], pretokenizers=[
+                dict(split, pattern={"Regex": make_vocabs.CL100K.replace(r"\p{N}{1,3}", r"\p{N}")}),
+                config["pre_tokenizer"]["pretokenizers"][1]]),
+        }
+        strings = test_strings(7)
+        random.Random(8).shuffle(strings)
+        strings = strings[:COUNT // 4]
+        with tempfile.TemporaryDirectory() as tmp:
+            for name, pre_tokenizer in variants.items():
+                path = os.path.join(tmp, name + ".json")
+                with open(path, "w") as f:
+                    json.dump(dict(config, pre_tokenizer=pre_tokenizer), f)
+                reference = tokenizers.Tokenizer.from_file(path)
+                self.compare("tokenizers %s, %s pattern" % (tokenizers.__version__, name), path, strings,
+                             lambda texts: [e.ids for e in reference.encode_batch(texts, add_special_tokens=False)])
 
     def test_tiktoken_ranks(self):
         path = os.path.join(TESTDATA, "kimi_like", "tiktoken.model")
