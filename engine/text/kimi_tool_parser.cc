@@ -45,7 +45,8 @@ ToolParseDelta KimiToolParser::Finish() {
   if (in_section_ && !section_emitted_) {
     // A section that never held anything is the model's text after all.
     out.content += kKimiSectionBegin;
-    stats_.markup_bytes -= static_cast<int64_t>(kKimiSectionBegin.size());
+    out.content += section_spaces_;
+    stats_.markup_bytes -= static_cast<int64_t>(kKimiSectionBegin.size() + section_spaces_.size());
     ++stats_.tool_call_parse_errors;
   }
   in_section_ = false;
@@ -65,6 +66,7 @@ bool KimiToolParser::DrainContent(bool at_end, ToolParseDelta& out) {
     stats_.markup_bytes += static_cast<int64_t>(kKimiSectionBegin.size());
     in_section_ = true;
     section_emitted_ = false;
+    section_spaces_.clear();
     return true;
   }
   size_t safe = at_end ? buffer_.size() : internal::SafeContentLength(buffer_, kKimiSectionBegin);
@@ -76,6 +78,7 @@ bool KimiToolParser::DrainContent(bool at_end, ToolParseDelta& out) {
 bool KimiToolParser::DrainSection(bool at_end, ToolParseDelta& out) {
   size_t spaces = LeadingSpaces(buffer_);
   stats_.markup_bytes += static_cast<int64_t>(spaces);
+  if (!section_emitted_) section_spaces_.append(buffer_, 0, spaces);
   buffer_.erase(0, spaces);
   std::string_view buf = buffer_;
   if (buf.empty()) return false;

@@ -38,6 +38,7 @@ class KimiToolParser final : public ToolCallParser {
   std::string buffer_;
   bool in_section_ = false;
   bool section_emitted_ = false;  // this section produced a call or malformed content
+  std::string section_spaces_;    // whitespace after the section began, until it emitted
   int next_index_ = 0;
 };
 

@@ -96,8 +96,8 @@ TEST(KimiToolParser, MissingEndAtEndOfStream) {
 }
 
 TEST(KimiToolParser, EmptySectionAtEndIsText) {
-  StreamResult r = Kimi("a<|tool_calls_section_begin|>");
-  EXPECT_EQ(r.content, "a<|tool_calls_section_begin|>");
+  StreamResult r = Kimi("a<|tool_calls_section_begin|> \n");
+  EXPECT_EQ(r.content, "a<|tool_calls_section_begin|> \n");
   EXPECT_EQ(r.stats.tool_call_parse_errors, 1);
   EXPECT_EQ(r.stats.markup_bytes, 0);
 }
