@@ -5,6 +5,7 @@
 # CMake build, seeded from its committed corpus):
 #   safetensors_header  engine/io/fuzz/safetensors_header_fuzz.cc   safetensors file headers
 #   tool_call           engine/text/fuzz/tool_call_fuzz.cc          Kimi K2 / GLM tool-call parsers
+#   tokenizer           engine/text/fuzz/tokenizer_fuzz.cc          tokenizer.json / rank-file loaders, encode
 # `seconds` is per target, so the total is seconds x targets. Exits non-zero when a target finds a
 # crash, a sanitizer report or a failed invariant (the reproducer is left in build-fuzz/).
 set -euo pipefail
@@ -54,4 +55,11 @@ if [ "$only" = all ] || [ "$only" = tool_call ]; then
   fuzz_target tool_call engine/text/fuzz/corpus "-dict=../engine/text/fuzz/tool_call.dict -max_len=4096" \
     engine/text/fuzz/tool_call_fuzz.cc engine/text/tool_call_parser.cc engine/text/kimi_tool_parser.cc \
     engine/text/glm_tool_parser.cc engine/text/py_json.cc
+fi
+if [ "$only" = all ] || [ "$only" = tokenizer ]; then
+  fuzz_target tokenizer engine/text/fuzz/tokenizer_corpus "-max_len=8192" \
+    engine/text/fuzz/tokenizer_fuzz.cc engine/text/bpe_model.cc engine/text/byte_level.cc \
+    engine/text/detokenizer.cc engine/text/hf_tokenizer_json.cc engine/text/pretokenizer.cc \
+    engine/text/tiktoken_file.cc engine/text/tokenizer.cc engine/text/unicode.cc \
+    engine/text/unicode_tables.cc engine/io/strict_json.cc
 fi

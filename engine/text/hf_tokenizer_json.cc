@@ -163,8 +163,10 @@ StatusOr<Tokenizer> Tokenizer::FromHfJson(std::string_view json_text) {
   if (!vocab.is_object()) return Status::DataLoss("model.vocab is not an object");
   std::vector<std::string> token_bytes;
   for (auto it = vocab.begin(); it != vocab.end(); ++it) {
-    if (!it->is_number_integer() || it->get<int64_t>() < 0 || it->get<int64_t>() > (1 << 24)) {
-      return Status::DataLoss("vocab entry '" + it.key() + "' has no id in 0..2^24");
+    const auto max_id = static_cast<int64_t>(vocab.size()) + kMaxIdGap;
+    if (!it->is_number_integer() || it->get<int64_t>() < 0 || it->get<int64_t>() >= max_id) {
+      return Status::DataLoss("vocab entry '" + it.key() + "' has no id in 0.." + std::to_string(max_id - 1) +
+                              " (vocabulary size + " + std::to_string(kMaxIdGap) + ")");
     }
     const auto id = it->get<size_t>();
     if (id >= token_bytes.size()) token_bytes.resize(id + 1);

@@ -1,5 +1,6 @@
 // Tokenizer::FromTiktoken and Tokenizer::LoadFile.
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -79,6 +80,7 @@ StatusOr<Tokenizer> Tokenizer::FromTiktoken(std::string_view text, std::string_v
                                             std::vector<AddedToken> special_tokens) {
   ASSIGN_OR_RETURN(Pretokenizer pretokenizer, Pretokenizer::FromPattern(pattern));
   std::vector<std::string> token_bytes;
+  const auto max_rank = static_cast<size_t>(std::count(text.begin(), text.end(), '\n') + 1 + kMaxIdGap);
   size_t line_number = 0;
   for (size_t pos = 0; pos < text.size();) {
     size_t end = text.find('\n', pos);
@@ -99,6 +101,8 @@ StatusOr<Tokenizer> Tokenizer::FromTiktoken(std::string_view text, std::string_v
       return Status::DataLoss(where + ": rank '" + std::string(rank_text) + "' is not an integer below 10^8");
     }
     const auto rank = static_cast<size_t>(std::stoul(std::string(rank_text)));
+    if (rank >= max_rank)
+      return Status::DataLoss(where + ": rank " + std::string(rank_text) + " leaves too large a gap");
     if (rank >= token_bytes.size()) token_bytes.resize(rank + 1);
     if (!token_bytes[rank].empty())
       return Status::DataLoss(where + ": rank " + std::to_string(rank) + " is used twice");

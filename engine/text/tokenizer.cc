@@ -16,7 +16,10 @@ Status Tokenizer::Finish(std::vector<AddedToken> added) {
   }
   for (const AddedToken& t : added) {
     if (t.content.empty()) return Status::DataLoss("added token " + std::to_string(t.id) + " is empty");
-    if (t.id < 0) return Status::DataLoss("added token '" + t.content + "' has a negative id");
+    if (t.id < 0 || t.id >= static_cast<int64_t>(bpe_.token_bytes().size() + added.size()) + kMaxIdGap) {
+      return Status::DataLoss("added token '" + t.content + "' has id " + std::to_string(t.id) +
+                              ", outside 0..vocabulary size + " + std::to_string(kMaxIdGap));
+    }
     if (static_cast<size_t>(t.id) >= id_bytes_.size()) {
       id_bytes_.resize(t.id + 1);
       id_kind_.resize(t.id + 1, kNoToken);

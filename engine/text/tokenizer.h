@@ -26,6 +26,10 @@ struct AddedToken {
   bool special = true;  // special tokens are dropped by decoding with skip_special
 };
 
+// Ids must be below (number of tokens listed) + kMaxIdGap: a file cannot make the loader allocate
+// a table far larger than itself. Real vocabularies are dense (Kimi K2: 163 840 ids, all listed).
+inline constexpr int64_t kMaxIdGap = 1 << 16;
+
 class Tokenizer {
  public:
   // Parses a Hugging Face tokenizer.json (its text). DataLoss for malformed files, Unimplemented

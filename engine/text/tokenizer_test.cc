@@ -120,6 +120,10 @@ TEST(TokenizerTest, MalformedTokenizerJsonIsAnError) {
       {"vocab array", [](json& j) { j["model"]["vocab"] = json::array(); }, StatusCode::kDataLoss, "vocab"},
       {"negative id", [](json& j) { j["model"]["vocab"]["ab"] = -4; }, StatusCode::kDataLoss, "'ab'"},
       {"string id", [](json& j) { j["model"]["vocab"]["ab"] = "x"; }, StatusCode::kDataLoss, "'ab'"},
+      {"sparse id", [](json& j) { j["model"]["vocab"]["ab"] = 1 << 20; }, StatusCode::kDataLoss,
+       "vocabulary size"},
+      {"sparse added", [](json& j) { j["added_tokens"][0]["id"] = 1 << 20; }, StatusCode::kDataLoss,
+       "outside"},
       {"id twice", [](json& j) { j["model"]["vocab"]["abc"] = 256; }, StatusCode::kDataLoss, "256"},
       {"missing byte", [](json& j) { j["model"]["vocab"].erase("a"); }, StatusCode::kDataLoss, ""},
       {"merge unknown", [](json& j) { j["model"]["merges"].push_back("zz q"); }, StatusCode::kDataLoss,
@@ -205,10 +209,15 @@ TEST(TokenizerTest, TiktokenRanksMergeLowestFirst) {
 TEST(TokenizerTest, MalformedRankFileIsAnError) {
   const std::string bytes = AllBytesRankFile();
   const std::pair<std::string, const char*> cases[] = {
-      {bytes + "YWI=\n", "line 257"},       {bytes + "YW!= 256\n", "base64"},
-      {bytes + "YWI= x\n", "rank 'x'"},     {bytes + "YWI= 5\n", "rank 5"},
-      {bytes + "YWI 256\n", "base64"},      {bytes + "YWI= 99999999999\n", "below"},
-      {bytes + "QQ== 256\n", "same bytes"}, {"YWI= 0\n", "byte 0x00"},
+      {bytes + "YWI=\n", "line 257"},
+      {bytes + "YW!= 256\n", "base64"},
+      {bytes + "YWI= x\n", "rank 'x'"},
+      {bytes + "YWI= 5\n", "rank 5"},
+      {bytes + "YWI 256\n", "base64"},
+      {bytes + "YWI= 99999999999\n", "below"},
+      {bytes + "QQ== 256\n", "same bytes"},
+      {bytes + "YWI= 99999999\n", "gap"},
+      {"YWI= 0\n", "byte 0x00"},
   };
   for (const auto& [text, message] : cases) {
     auto t = Tokenizer::FromTiktoken(text, Pretokenizer::KimiPattern(), {});
