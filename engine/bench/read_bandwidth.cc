@@ -57,9 +57,14 @@ struct ReadBuffer {
   ~ReadBuffer() { huge ? internal::FreeAligned(data) : std::free(data); }
 };
 
+// Each buffer is allocated on first use only: model_bench never needs the 4 KiB-page one.
 ReadBuffer& Buffer(bool huge_pages) {
-  static ReadBuffer huge(true), small(false);
-  return huge_pages ? huge : small;
+  if (huge_pages) {
+    static ReadBuffer huge(true);
+    return huge;
+  }
+  static ReadBuffer small(false);
+  return small;
 }
 
 }  // namespace
