@@ -5,7 +5,7 @@
 #   3. builds build/ (CUDA compiled when nvcc exists) and runs every CTest test;
 #   4. builds build-asan/ (common + engine only, ASan + UBSan, GoogleTest and nlohmann/json taken
 #      the way a bare CUDA machine takes them) and runs its unit tests;
-#   5. fuzzes the safetensors header, tool-call parsers and tokenizers, 45 s each (scripts/fuzz.sh,
+#   5. fuzzes the safetensors header, tool-call parsers and tokenizers, 30 s each (scripts/fuzz.sh,
 #      clang + libFuzzer).
 # Options: --tsan also builds build-tsan/ (ThreadSanitizer) and runs its unit tests.
 set -euo pipefail
@@ -42,7 +42,7 @@ bash scripts/build.sh build-asan -DTANDEM_ENGINE_ONLY=ON -DTANDEM_SANITIZE=addre
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 run_ctest build-asan -L unit
 
 echo "== fuzz: safetensors header, tool-call parsers, tokenizers (libFuzzer, ASan + UBSan) =="
-bash scripts/fuzz.sh 45
+bash scripts/fuzz.sh 30
 
 if [ "$tsan" -eq 1 ]; then
   echo "== build-tsan/ (ThreadSanitizer) =="
