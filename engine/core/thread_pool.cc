@@ -44,7 +44,7 @@ void SplitRange(int64_t n, int64_t grain, int threads, int index, int64_t* begin
 }
 
 ThreadPool::ThreadPool(int num_threads) {
-  for (int i = 1; i < std::max(num_threads, 1); ++i) workers_.emplace_back([this, i] { WorkerLoop(i); });
+  for (int i = 1; i < std::max(num_threads, 1); ++i) workers_.emplace_back([this] { WorkerLoop(); });
 }
 
 ThreadPool::~ThreadPool() {
@@ -80,7 +80,7 @@ void ThreadPool::RunChunks(uint32_t generation, const std::function<void(int64_t
   }
 }
 
-void ThreadPool::WorkerLoop(int) {
+void ThreadPool::WorkerLoop() {
   uint32_t seen = 0;
   for (;;) {
     const std::function<void(int64_t, int64_t, int)>* job;

@@ -1,13 +1,13 @@
 #pragma once
-// A small fixed-size thread pool for the CPU kernels: ParallelFor splits [0, n) into contiguous
-// chunks, one per thread, and the calling thread works too. No work stealing, no allocation per
-// call: kernels split work evenly (rows of a weight matrix), so a static split is what they want.
-// The job is cut into num_threads() fixed chunks that threads claim from a shared counter: the
-// caller runs its own chunk and then any chunk no worker has started, so a worker that the OS
-// has not scheduled (a busy, shared machine) delays nothing. Workers spin for a short while
-// (kSpinMicros) after each job before sleeping on the condition variable, and so does the caller
-// on chunks still running: a decode step issues hundreds of small ParallelFors back to back, and
-// a futex wake-up per call cost more than the work (docs/performance.md, "Model runtime").
+// A small fixed-size thread pool for the CPU kernels: ParallelFor splits [0, n) into num_threads()
+// contiguous chunks and the calling thread works too. No allocation per call: kernels split work
+// evenly (rows of a weight matrix), so a static split is what they want. Threads claim the chunks
+// from a shared counter: the caller runs its own chunk and then any chunk no worker has started,
+// so a worker the OS has not scheduled (a busy, shared machine) delays nothing. Workers spin for
+// a short while (kSpinMicros) after each job before sleeping on the condition variable, and so
+// does the caller on chunks still running: a decode step issues hundreds of small ParallelFors
+// back to back, and a futex wake-up per call cost more than the work (docs/performance.md,
+// "Model runtime").
 
 #include <atomic>
 #include <condition_variable>
@@ -32,12 +32,12 @@ class ThreadPool {
 
   // Calls fn(begin, end, chunk_index) on disjoint chunks covering [0, n), chunk boundaries at
   // multiples of `grain` (except the last), and returns when all chunks are done. chunk_index is
-  // in [0, num_threads()) and each index runs once, on one thread: per-index scratch is safe. One ParallelFor
-  // at a time per pool (callers serialize; the engine owns one pool per worker).
+  // in [0, num_threads()) and each index runs once, on one thread: per-index scratch is safe.
+  // One ParallelFor at a time per pool (callers serialize; the engine owns one pool per worker).
   void ParallelFor(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t, int)>& fn);
 
  private:
-  void WorkerLoop(int index);
+  void WorkerLoop();
 
   std::vector<std::thread> workers_;
   std::mutex mu_;
