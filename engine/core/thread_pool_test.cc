@@ -41,6 +41,22 @@ TEST(ThreadPoolTest, EveryIndexVisitedOnceAcrossManyCalls) {
   for (auto& h : hits) EXPECT_EQ(h.load(), 200);
 }
 
+// More threads than cores and near-empty jobs: the caller often runs every chunk itself while
+// workers still hold the previous job's snapshot. Each chunk index must run exactly once per call,
+// with the range that index owns.
+TEST(ThreadPoolTest, EachChunkRunsOncePerCallWhenTheCallerClaimsAhead) {
+  ThreadPool pool(4);
+  for (int round = 0; round < 2000; ++round) {
+    std::vector<std::atomic<int>> runs(4);
+    pool.ParallelFor(4, 1, [&](int64_t b, int64_t e, int chunk) {
+      EXPECT_EQ(b, chunk);
+      EXPECT_EQ(e, chunk + 1);
+      runs[static_cast<size_t>(chunk)].fetch_add(1);
+    });
+    for (auto& r : runs) ASSERT_EQ(r.load(), 1) << "round " << round;
+  }
+}
+
 TEST(ThreadPoolTest, SingleThreadRunsInline) {
   ThreadPool pool(1);
   int calls = 0;
