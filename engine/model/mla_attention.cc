@@ -67,14 +67,15 @@ Status MlaAttention::ReadContext(const AttnSegment& seg, const kv::PagePool& kv,
   const int64_t width = config_->KvLatentWidth();
   const int64_t page_tokens = static_cast<int64_t>(kv.page_tokens());
   const int64_t ctx = seg.context();
-  std::vector<uint16_t> bf16(ctx * width);
+  thread_local std::vector<uint16_t> bf16;  // one page of rows, reused: no zero-fill per read
+  bf16.resize(page_tokens * width);
+  lat->resize(ctx * width);
   for (int64_t t = 0; t < ctx; t += page_tokens) {
     const int64_t run = std::min(page_tokens, ctx - t);
     RETURN_IF_ERROR(kv.ReadRows(seg.seq->pages[t / page_tokens], layer_, 0,
-                                std::span<uint16_t>(bf16.data() + t * width, run * width)));
+                                std::span<uint16_t>(bf16.data(), run * width)));
+    Bf16ToF32(bf16.data(), lat->data() + t * width, run * width);
   }
-  lat->resize(ctx * width);
-  for (int64_t i = 0; i < ctx * width; ++i) (*lat)[i] = Bf16ToFloat(bf16[i]);
   return Status::Ok();
 }
 

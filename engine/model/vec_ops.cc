@@ -1,6 +1,7 @@
 #include "engine/model/vec_ops.h"
 
 #include "engine/core/cpu_features.h"
+#include "engine/formats/float_codecs.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -48,6 +49,15 @@ __attribute__((target("avx2"))) void AddScaledAvx2(float a, const float* x, floa
     _mm256_storeu_ps(y + i, _mm256_add_ps(_mm256_loadu_ps(y + i), _mm256_mul_ps(va, _mm256_loadu_ps(x + i))));
   for (; i < n; ++i) y[i] += a * x[i];
 }
+
+__attribute__((target("avx2"))) void Bf16ToF32Avx2(const uint16_t* in, float* out, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i)));
+    _mm256_storeu_ps(out + i, _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16)));
+  }
+  for (; i < n; ++i) out[i] = Bf16ToFloat(in[i]);
+}
 #endif
 
 #if defined(__x86_64__)
@@ -55,6 +65,16 @@ const bool kHostAvx2 = HostCpuFeatures().avx2;
 #endif
 
 }  // namespace
+
+void Bf16ToF32(const uint16_t* in, float* out, int64_t n) {
+#if defined(__x86_64__)
+  if (kHostAvx2) {
+    Bf16ToF32Avx2(in, out, n);
+    return;
+  }
+#endif
+  for (int64_t i = 0; i < n; ++i) out[i] = Bf16ToFloat(in[i]);
+}
 
 void AddScaledF32(float a, const float* x, float* y, int64_t n) {
 #if defined(__x86_64__)

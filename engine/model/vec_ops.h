@@ -11,6 +11,9 @@ namespace tandem::engine::model {
 // double sum only by the order of the additions (independent accumulators, SIMD lanes).
 double DotF64(const float* a, const float* b, int64_t n);
 
+// out[i] = the fp32 value of bf16 bits in[i] (exact).
+void Bf16ToF32(const uint16_t* in, float* out, int64_t n);
+
 // y[i] += a * x[i] for i < n, in fp32 (multiply, then add): the same values as the scalar loop.
 void AddScaledF32(float a, const float* x, float* y, int64_t n);
 
