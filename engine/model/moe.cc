@@ -6,8 +6,8 @@
 #include <mutex>
 #include <numeric>
 
-#include "engine/model/vec_ops.h"
 #include "engine/model/forward_ops.h"
+#include "engine/model/vec_ops.h"
 
 namespace tandem::engine::model {
 namespace {
