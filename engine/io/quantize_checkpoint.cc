@@ -17,6 +17,7 @@
 
 #include "engine/core/thread_pool.h"
 #include "engine/formats/float_codecs.h"
+#include "engine/formats/quantization_json.h"
 #include "engine/formats/weights.h"
 #include "engine/io/atomic_file.h"
 #include "engine/io/checkpoint.h"
@@ -270,22 +271,8 @@ std::vector<std::string> OutputNames(QuantizeTarget target, std::string_view wei
 }
 
 json QuantizationConfig(QuantizeTarget target, const std::vector<std::string>& ignore) {
-  if (target == QuantizeTarget::kFp8) {
-    return {{"quant_method", "fp8"},
-            {"fmt", "e4m3"},
-            {"weight_block_size", {kFp8BlockSize, kFp8BlockSize}},
-            {"activation_scheme", "dynamic"}};
-  }
-  const json weights = {{"num_bits", 4},    {"type", "int"},       {"symmetric", true},
-                        {"group_size", 32}, {"strategy", "group"}, {"dynamic", false}};
-  const json group = {{"targets", {"Linear"}},
-                      {"weights", weights},
-                      {"input_activations", nullptr},
-                      {"output_activations", nullptr},
-                      {"format", "pack-quantized"}};
-  return {{"quant_method", "compressed-tensors"}, {"format", "pack-quantized"},
-          {"quantization_status", "compressed"},  {"config_groups", {{"group_0", group}}},
-          {"kv_cache_scheme", nullptr},           {"ignore", ignore}};
+  if (target == QuantizeTarget::kFp8) return Fp8BlockQuantizationJson();
+  return Int4PackQuantizedJson({"Linear"}, ignore);
 }
 
 uint64_t ShardBytes(const Checkpoint& ckpt) {

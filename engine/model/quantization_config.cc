@@ -2,6 +2,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "engine/formats/quantization_json.h"
 #include "engine/formats/weights.h"
 #include "engine/model/config_fields.h"
 
@@ -138,25 +139,13 @@ json QuantizationToJson(const QuantizationConfig& q) {
   switch (q.method) {
     case QuantizationConfig::Method::kNone: return nullptr;
     case QuantizationConfig::Method::kFp8Block128: {
-      json out = {{"quant_method", "fp8"},
-                  {"fmt", "e4m3"},
-                  {"weight_block_size", {kFp8BlockSize, kFp8BlockSize}},
-                  {"activation_scheme", "dynamic"}};
+      json out = Fp8BlockQuantizationJson();
       if (!q.excluded.empty()) out["modules_to_not_convert"] = q.excluded;
       return out;
     }
-    case QuantizationConfig::Method::kCompressedInt4: {
-      const json weights = {{"num_bits", 4},    {"type", "int"},       {"symmetric", true},
-                            {"group_size", 32}, {"strategy", "group"}, {"dynamic", false}};
-      const json group = {{"targets", q.targets.empty() ? std::vector<std::string>{"Linear"} : q.targets},
-                          {"weights", weights},
-                          {"input_activations", nullptr},
-                          {"output_activations", nullptr},
-                          {"format", "pack-quantized"}};
-      return {{"quant_method", "compressed-tensors"}, {"format", "pack-quantized"},
-              {"quantization_status", "compressed"},  {"config_groups", {{"group_0", group}}},
-              {"kv_cache_scheme", nullptr},           {"ignore", q.excluded}};
-    }
+    case QuantizationConfig::Method::kCompressedInt4:
+      return Int4PackQuantizedJson(q.targets.empty() ? std::vector<std::string>{"Linear"} : q.targets,
+                                   q.excluded);
   }
   return nullptr;
 }
