@@ -1,0 +1,373 @@
+#!/usr/bin/env python3
+"""Writes crds/tandem.dev_*.yaml, the CustomResourceDefinitions of the tandem.dev API.
+
+The YAML files are what `kubectl apply -f crds/` and the Helm chart install, and what the tests
+load; this script is how they are written, so that the pool schema shared by
+ModelDeployment.spec.{prefill,decode} and ModelPool.spec is defined once (controller-gen's role
+for Go operators). Edit the schema here, run `python3 crds/generate.py`, commit both.
+`python3 crds/generate.py --check` exits 1 when the files are stale (tests/kube-sim runs it).
+Field meanings: crds/README.md.
+"""
+import argparse
+import os
+import sys
+
+import yaml
+
+GROUP = "tandem.dev"
+VERSION = "v1alpha1"
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+# resource.Quantity as Kubernetes' own CRDs write it (int-or-string with the quantity grammar).
+QUANTITY_PATTERN = (r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|"
+                    r"([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$")
+DNS_SUBDOMAIN_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+TENSOR_PARALLEL_SIZES = [1, 2, 4, 8, 16, 32, 64]
+
+
+def obj(description, properties, required=None, rules=None, default=None):
+    node = {"type": "object", "description": description, "properties": properties}
+    if required:
+        node["required"] = required
+    if default is not None:
+        node["default"] = default
+    if rules:
+        node["x-kubernetes-validations"] = [{"rule": r, "message": m} for r, m in rules]
+    return node
+
+
+def string(description, **kw):
+    return {"type": "string", "description": description, **kw}
+
+
+def int32(description, **kw):
+    return {"type": "integer", "format": "int32", "description": description, **kw}
+
+
+def boolean(description, default):
+    return {"type": "boolean", "description": description, "default": default}
+
+
+def immutable(node, field):
+    node.setdefault("x-kubernetes-validations", []).append(
+        {"rule": "self == oldSelf", "message": f"{field} is immutable"})
+    return node
+
+
+def quantity(description):
+    return {"description": description, "anyOf": [{"type": "integer"}, {"type": "string"}],
+            "pattern": QUANTITY_PATTERN, "x-kubernetes-int-or-string": True}
+
+
+def resources():
+    def quantities(what):
+        return {"type": "object", "description": what,
+                "additionalProperties": quantity("A resource.Quantity: 8, 500m, 64Gi.")}
+    return obj("Compute resources per replica, in corev1.ResourceRequirements form (cpu, memory, "
+               "nvidia.com/gpu, ...). GPU pools request nvidia.com/gpu equal to tensorParallel.",
+               {"limits": quantities("Maximum amount of each resource."),
+                "requests": quantities("Minimum amount of each resource; defaults to limits.")})
+
+
+def model():
+    volume = obj(
+        "Where the checkpoint lives; mounted read-only into the pods at mountPath.",
+        {"persistentVolumeClaim": obj("A PersistentVolumeClaim in the deployment's namespace.",
+                                      {"claimName": string("The claim's name.", minLength=1,
+                                                           maxLength=253),
+                                       "readOnly": boolean("Mount the claim read-only.", True)},
+                                      required=["claimName"]),
+         "hostPath": obj("A directory on the node (single-node or pre-staged clusters).",
+                         {"path": string("Absolute path on the node.", pattern="^/",
+                                         maxLength=4096)},
+                         required=["path"]),
+         "mountPath": string("Where the volume appears in the containers.", default="/models",
+                             pattern="^/", maxLength=4096)},
+        rules=[("has(self.persistentVolumeClaim) != has(self.hostPath)",
+                "volume needs exactly one of persistentVolumeClaim and hostPath")])
+    dummy = immutable(obj(
+        "Random weights of a named model shape instead of a checkpoint (tests, capacity planning).",
+        {"preset": string("Model shape (engine/model/presets.h).",
+                          enum=["tiny", "tiny-glm", "bench", "kimi-k2.6", "glm-5.2"]),
+         "seed": {"type": "integer", "format": "int64", "minimum": 0, "default": 0,
+                  "description": "Seed of the random weights; equal seeds give equal weights."}},
+        required=["preset"]), "model.dummy")
+    return obj(
+        "The model served: a checkpoint (path, usually with volume) or dummy weights.",
+        {"name": string("Served model name: the OpenAI API's `model` field "
+                        "(e.g. moonshotai/Kimi-K2.6).", minLength=1, maxLength=253),
+         "path": immutable(string("Checkpoint directory inside the container (config.json, "
+                                  "*.safetensors, tokenizer). Immutable.",
+                                  pattern="^/", maxLength=4096), "model.path"),
+         "volume": volume,
+         "dummy": dummy},
+        required=["name"],
+        rules=[("has(self.path) != has(self.dummy)",
+                "set exactly one of model.path (a checkpoint) and model.dummy (random weights)"),
+               ("!has(self.volume) || (has(self.path) && "
+                "self.path.startsWith(self.volume.mountPath))",
+                "model.path must lie under model.volume.mountPath"),
+               ("has(self.dummy) == has(oldSelf.dummy)",
+                "the model source (path or dummy) is immutable")])
+
+
+def autoscaling():
+    return obj(
+        "Replica bounds and target for the autoscaler (roadmap step 8), which writes the "
+        "ModelPool's scale subresource.",
+        {"enabled": boolean("Let the autoscaler change replicas.", False),
+         "minReplicas": int32("Fewest replicas.", minimum=1, default=1),
+         "maxReplicas": int32("Most replicas; required when enabled.", minimum=1),
+         "targetKvCacheUsage": {"type": "number", "minimum": 0, "exclusiveMinimum": True,
+                                "maximum": 1, "default": 0.8,
+                                "description": "Scale up above this mean KV cache usage ratio "
+                                               "(tandem_kv_cache_usage_ratio)."},
+         "scaleDownDelaySeconds": int32("How long usage must stay low before a replica is "
+                                        "drained and removed.", minimum=0, default=300)},
+        rules=[("!self.enabled || has(self.maxReplicas)",
+                "autoscaling.maxReplicas is required when autoscaling is enabled"),
+               ("!has(self.maxReplicas) || self.minReplicas <= self.maxReplicas",
+                "autoscaling.minReplicas must not exceed autoscaling.maxReplicas")])
+
+
+def integrity():
+    return obj("KV page integrity (ARCHITECTURE.md, Integrity).",
+               {"pageTags": boolean("Per-page generation tags checked before every decode step.",
+                                    True),
+                "transferChecksum": boolean("Digest over transferred KV bytes, checked before "
+                                            "the first token.", True)},
+               default={})
+
+
+def image_fields():
+    return {
+        "image": string("tandem-agent container image; the controller's --agent-image when "
+                        "unset.", minLength=1, maxLength=1024),
+        "imagePullPolicy": string("corev1 pull policy.", enum=["Always", "IfNotPresent", "Never"]),
+        "imagePullSecrets": {"type": "array", "maxItems": 16,
+                             "description": "Secrets (by name, never copied) for the registry.",
+                             "items": obj("A Secret in the same namespace.",
+                                          {"name": string("Secret name.", minLength=1,
+                                                          maxLength=253)},
+                                          required=["name"])},
+    }
+
+
+POOL_AUTOSCALING_RULE = (
+    "!has(self.autoscaling) || !self.autoscaling.enabled || !has(self.autoscaling.maxReplicas) "
+    "|| (self.replicas >= self.autoscaling.minReplicas && "
+    "self.replicas <= self.autoscaling.maxReplicas)",
+    "replicas must lie within autoscaling.minReplicas..autoscaling.maxReplicas while "
+    "autoscaling is enabled")
+
+
+def pool_fields():
+    """The fields a pool has both in ModelDeployment.spec.{prefill,decode} and ModelPool.spec."""
+    return {
+        "replicas": int32("Agent replicas (pods) in the pool; each holds tensorParallel GPUs.",
+                          minimum=0, default=1),
+        "tensorParallel": {**int32("GPUs per replica (tensor parallel degree), a power of two.",
+                                   minimum=1, maximum=64, default=1),
+                           "x-kubernetes-validations": [{
+                               "rule": "self in " + str(TENSOR_PARALLEL_SIZES),
+                               "message": "tensorParallel must be a power of two from 1 to 64"}]},
+        "weights": string("Weight precision: bf16, fp8 (e4m3, 128x128 block scales) or int4 "
+                          "(compressed-tensors pack-quantized, routed experts only).",
+                          enum=["bf16", "fp8", "int4"], default="bf16"),
+        "kvCache": string("KV cache dtype: bf16, or fp8_e4m3 (half the bytes per token).",
+                          enum=["bf16", "fp8_e4m3"], default="bf16"),
+        "kvCacheMemory": quantity("KV cache bytes per replica (e.g. 40Gi); unset: what is "
+                                  "left after the weights."),
+        "resources": resources(),
+        "nodeSelector": {"type": "object", "additionalProperties": {"type": "string"},
+                         "description": "Node labels the pool's pods must match."},
+        "autoscaling": autoscaling(),
+    }
+
+
+def pool_spec(description):
+    return obj(description, pool_fields(), default={}, rules=[POOL_AUTOSCALING_RULE])
+
+
+def condition_list():
+    return {
+        "type": "array",
+        "description": "metav1.Condition list, one per type: Ready, Progressing, Degraded.",
+        "x-kubernetes-list-type": "map",
+        "x-kubernetes-list-map-keys": ["type"],
+        "maxItems": 16,
+        "items": obj("One condition (metav1.Condition).", {
+            "type": string("Ready, Progressing or Degraded.", minLength=1, maxLength=316),
+            "status": string("True, False or Unknown.", enum=["True", "False", "Unknown"]),
+            "observedGeneration": {"type": "integer", "format": "int64", "minimum": 0,
+                                   "description": "metadata.generation the condition is for."},
+            "lastTransitionTime": string("When status last changed.", format="date-time"),
+            "reason": string("CamelCase cause, e.g. PodsNotReady, InsufficientCapacity, "
+                             "InvalidSpec.", minLength=1, maxLength=1024,
+                             pattern="^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$"),
+            "message": string("Human-readable detail.", maxLength=32768),
+        }, required=["type", "status", "lastTransitionTime", "reason", "message"]),
+    }
+
+
+def pool_status(description):
+    return obj(description, {
+        "replicas": int32("Pods that exist.", minimum=0),
+        "readyReplicas": int32("Pods that are ready.", minimum=0),
+        "ready": string("readyReplicas/desired replicas, e.g. 2/2 (printer column)."),
+    })
+
+
+def age_column():
+    return {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}
+
+
+def crd(kind, plural, short, spec, status, columns, scale=None, root_rules=None):
+    subresources = {"status": {}}
+    if scale:
+        subresources["scale"] = scale
+    root = obj(f"{kind} ({GROUP}/{VERSION}).", {
+        "apiVersion": {"type": "string"}, "kind": {"type": "string"},
+        "metadata": {"type": "object"}, "spec": spec, "status": status},
+        required=["spec"], rules=root_rules)
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{plural}.{GROUP}"},
+        "spec": {
+            "group": GROUP,
+            "names": {"kind": kind, "listKind": f"{kind}List", "plural": plural,
+                      "singular": kind.lower(), "shortNames": [short], "categories": ["tandem"]},
+            "scope": "Namespaced",
+            "versions": [{"name": VERSION, "served": True, "storage": True,
+                          "schema": {"openAPIV3Schema": root},
+                          "subresources": subresources,
+                          "additionalPrinterColumns": columns + [age_column()]}],
+        },
+    }
+
+
+def model_deployment():
+    spec = obj(
+        "A model served by a prefill pool and a decode pool behind a router.",
+        {"model": model(),
+         "router": obj("The OpenAI-compatible HTTP front end (a Deployment + Service).", {
+             "replicas": int32("Router pods.", minimum=0, default=1),
+             "port": int32("Service and container port of the OpenAI API.", minimum=1,
+                           maximum=65535, default=8000),
+             "auth": obj("Client authentication.", {
+                 "apiKeySecret": obj(
+                     "Secret holding the accepted API keys, referenced by name and mounted, "
+                     "never copied.",
+                     {"name": string("Secret name.", minLength=1, maxLength=253,
+                                     pattern=DNS_SUBDOMAIN_PATTERN),
+                      "key": string("Key in the Secret.", minLength=1, maxLength=253,
+                                    default="api-key")},
+                     required=["name"])}),
+             "resources": resources()}, default={}),
+         "prefill": pool_spec("The prefill pool (ModelPool <name>-prefill)."),
+         "decode": pool_spec("The decode pool (ModelPool <name>-decode)."),
+         "integrity": integrity(),
+         **image_fields()},
+        required=["model"],
+        rules=[("self.prefill.kvCache == 'bf16' || self.decode.kvCache == 'fp8_e4m3'",
+                "prefill.kvCache fp8_e4m3 needs decode.kvCache fp8_e4m3: pages cross over in "
+                "the decode pool's dtype, so an FP8 prefill cache widened to BF16 would lose "
+                "precision and save nothing")])
+    status = obj("Observed state, written by tandem-controller.", {
+        "observedGeneration": {"type": "integer", "format": "int64", "minimum": 0,
+                               "description": "metadata.generation last reconciled."},
+        "conditions": condition_list(),
+        "prefill": pool_status("The prefill pool's replicas."),
+        "decode": pool_status("The decode pool's replicas."),
+        "router": pool_status("The router's replicas."),
+        "precision": string("weights/KV of each pool, e.g. "
+                            "`prefill=fp8/bf16 decode=int4/fp8_e4m3` (printer column)."),
+    })
+    columns = [
+        {"name": "Ready", "type": "string",
+         "jsonPath": '.status.conditions[?(@.type=="Ready")].status'},
+        {"name": "Prefill", "type": "string", "jsonPath": ".status.prefill.ready",
+         "description": "Ready/desired prefill replicas."},
+        {"name": "Decode", "type": "string", "jsonPath": ".status.decode.ready",
+         "description": "Ready/desired decode replicas."},
+        {"name": "Precision", "type": "string", "jsonPath": ".status.precision",
+         "description": "Weights/KV cache dtype of each pool."},
+    ]
+    root_rules = [("!has(self.metadata.name) || size(self.metadata.name) <= 44",
+                   "metadata.name must be at most 44 characters so that <name>-prefill "
+                   "(ModelPool, StatefulSet) stays within 52")]
+    return crd("ModelDeployment", "modeldeployments", "mdep", spec, status, columns,
+               root_rules=root_rules)
+
+
+def model_pool():
+    fields = pool_fields()
+    spec = obj(
+        "One pool of agents (a StatefulSet + headless Service), owned by a ModelDeployment.",
+        {"deploymentName": immutable(string("The owning ModelDeployment.", minLength=1,
+                                            maxLength=253, pattern=DNS_SUBDOMAIN_PATTERN),
+                                     "deploymentName"),
+         "role": immutable(string("What the pool's agents do.", enum=["prefill", "decode"]),
+                           "role"),
+         **fields,
+         "model": model(),
+         "integrity": integrity(),
+         **image_fields()},
+        required=["deploymentName", "role", "model"],
+        rules=[POOL_AUTOSCALING_RULE])
+    status = obj("Observed state, written by tandem-controller.", {
+        "observedGeneration": {"type": "integer", "format": "int64", "minimum": 0,
+                               "description": "metadata.generation last reconciled."},
+        "replicas": int32("Pods that exist (scale subresource statusReplicasPath).", minimum=0),
+        "readyReplicas": int32("Pods that are ready.", minimum=0),
+        "selector": string("Label selector of the pool's pods, in string form (scale "
+                           "subresource labelSelectorPath, for HPA/KEDA)."),
+        "conditions": condition_list(),
+    })
+    columns = [
+        {"name": "Role", "type": "string", "jsonPath": ".spec.role"},
+        {"name": "Replicas", "type": "integer", "jsonPath": ".spec.replicas"},
+        {"name": "Ready", "type": "integer", "jsonPath": ".status.readyReplicas"},
+        {"name": "Weights", "type": "string", "jsonPath": ".spec.weights"},
+        {"name": "KV", "type": "string", "jsonPath": ".spec.kvCache"},
+    ]
+    scale = {"specReplicasPath": ".spec.replicas", "statusReplicasPath": ".status.replicas",
+             "labelSelectorPath": ".status.selector"}
+    return crd("ModelPool", "modelpools", "mpool", spec, status, columns, scale=scale)
+
+
+HEADER = ("# Generated by crds/generate.py: edit that, run it, commit both. Field guide: "
+          "crds/README.md.\n")
+
+
+def render(doc):
+    return HEADER + "---\n" + yaml.safe_dump(doc, sort_keys=False, width=100,
+                                             default_flow_style=False)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="exit 1 if a file is stale")
+    args = parser.parse_args()
+    stale = []
+    for doc in (model_deployment(), model_pool()):
+        path = os.path.join(HERE, f"{GROUP}_{doc['spec']['names']['plural']}.yaml")
+        text = render(doc)
+        current = open(path).read() if os.path.exists(path) else None
+        if current == text:
+            continue
+        if args.check:
+            stale.append(path)
+        else:
+            with open(path, "w") as f:
+                f.write(text)
+            print(f"wrote {path}")
+    if stale:
+        print("stale (run python3 crds/generate.py): " + ", ".join(stale), file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
