@@ -1,0 +1,555 @@
+"""What the Kubernetes API server does to a custom resource before storing it, for kube-sim.
+
+    errors = admit(version_schema, obj, old_obj=None)
+
+`version_schema` is a CRD version's `openAPIV3Schema` (or the version entry, or its `schema`).
+`obj` is mutated as the API server would: unknown fields pruned (kept under
+`x-kubernetes-preserve-unknown-fields`; `metadata` is never pruned at the root), defaults applied
+(also inside defaulted and existing objects, list items and map values; a `null` in a
+non-nullable field with a default becomes the default). Then the OpenAPI value validations and
+the `x-kubernetes-validations` CEL rules (cel.py) run; transition rules (those using `oldSelf`)
+only when `old_obj` is given and the field existed in it. The result is a list of error strings
+worded like the API server's (`spec.decode.weights: Unsupported value: "int8": supported values:
+"bf16", "fp8", "int4"`); empty means admitted. As in Kubernetes, CEL rules are skipped when a type
+or required error already makes the object unusable.
+
+`validate_crd(crd)` is the registration-time check: every version's schema is structural
+(structural_errors) and every rule compiles. kube-sim rejects a CRD that fails it, so a rule this
+evaluator does not understand is refused there, never a crash at admission.
+"""
+import copy
+import json
+import re
+
+import cel
+
+_PROGRAMS = {}
+
+
+def _program(rule):
+    if rule not in _PROGRAMS:
+        _PROGRAMS[rule] = cel.compile_rule(rule)  # raises cel.CelSyntaxError
+    return _PROGRAMS[rule]
+
+
+def unwrap(version_schema):
+    s = version_schema
+    if "schema" in s and isinstance(s["schema"], dict):
+        s = s["schema"]
+    return s.get("openAPIV3Schema", s)
+
+
+def admit(version_schema, obj, old_obj=None):
+    schema = unwrap(version_schema)
+    prune(obj, schema, root=True)
+    apply_defaults(obj, schema)
+    errors = []
+    _validate(obj, schema, "", errors)
+    blocking = any(e.kind in ("type", "required") for e in errors)
+    messages = [e.text for e in errors]
+    if blocking:
+        if _has_rules(schema):
+            messages.append('<nil>: Invalid value: "object": some validation rules were not '
+                            "checked because the object was invalid; correct the existing "
+                            "errors to complete validation")
+        return messages
+    cel_self = _to_cel(obj, schema, root=True)
+    cel_old = _to_cel(old_obj, schema, root=True) if old_obj is not None else None
+    _check_rules(cel_self, schema, cel_old, old_obj is not None, "", messages)
+    return messages
+
+
+# ---------------------------------------------------------------- pruning and defaulting
+
+def _is_object(schema):
+    return schema.get("type") == "object" or "properties" in schema
+
+
+def prune(value, schema, root=False):
+    if isinstance(value, dict) and _is_object(schema):
+        props = schema.get("properties", {})
+        extra = schema.get("additionalProperties")
+        keep_unknown = schema.get("x-kubernetes-preserve-unknown-fields") is True
+        embedded = root or schema.get("x-kubernetes-embedded-resource") is True
+        for key in list(value):
+            if embedded and key in ("apiVersion", "kind", "metadata"):
+                continue  # ObjectMeta is the API server's to check, not the schema's
+            if key in props:
+                prune(value[key], props[key])
+            elif isinstance(extra, dict):
+                prune(value[key], extra)
+            elif not keep_unknown and extra is not True:
+                del value[key]
+    elif isinstance(value, list) and isinstance(schema.get("items"), dict):
+        for item in value:
+            prune(item, schema["items"])
+
+
+def apply_defaults(value, schema):
+    if isinstance(value, dict):
+        for key, prop in schema.get("properties", {}).items():
+            if "default" in prop and (key not in value or
+                                      (value[key] is None and not prop.get("nullable"))):
+                value[key] = copy.deepcopy(prop["default"])
+            if key in value:
+                apply_defaults(value[key], prop)
+        extra = schema.get("additionalProperties")
+        if isinstance(extra, dict):
+            for key in value:
+                if key not in schema.get("properties", {}):
+                    apply_defaults(value[key], extra)
+    elif isinstance(value, list) and isinstance(schema.get("items"), dict):
+        for item in value:
+            apply_defaults(item, schema["items"])
+
+
+# ---------------------------------------------------------------- OpenAPI value validation
+
+class _Error:
+    def __init__(self, kind, text):
+        self.kind, self.text = kind, text
+
+
+def _child(path, key):
+    return f"{path}.{key}" if path else key
+
+
+def _show(path):
+    return path or "<nil>"
+
+
+def fmt_value(v):
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if v is None:
+        return "null"
+    if isinstance(v, (int, float)):
+        return repr(v)
+    return json.dumps(v, separators=(",", ":"))
+
+
+def json_type(v):
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "boolean"
+    if isinstance(v, int):
+        return "integer"
+    if isinstance(v, float):
+        return "integer" if v.is_integer() else "number"
+    return {str: "string", list: "array", dict: "object"}.get(type(v), type(v).__name__)
+
+
+def _type_ok(v, want):
+    have = json_type(v)
+    return have == want or (want == "number" and have == "integer")
+
+
+def _invalid(errors, path, value, detail, kind="value"):
+    errors.append(_Error(kind, f"{_show(path)}: Invalid value: {fmt_value(value)}: {detail}"))
+
+
+def _validate(value, schema, path, errors):
+    where = f"{_show(path)} in body"
+    if value is None:
+        if not schema.get("nullable"):
+            want = "integer,string" if schema.get("x-kubernetes-int-or-string") else \
+                schema.get("type")
+            if want:
+                _invalid(errors, path, "null", f"{where} must be of type {want}: \"null\"",
+                         "type")
+        return
+    if schema.get("x-kubernetes-int-or-string"):
+        if json_type(value) not in ("integer", "string"):
+            have = json_type(value)
+            _invalid(errors, path, have, f"{where} must be of type integer,string: \"{have}\"",
+                     "type")
+            return
+    elif schema.get("type") and not _type_ok(value, schema["type"]):
+        have = json_type(value)
+        _invalid(errors, path, have, f"{where} must be of type {schema['type']}: \"{have}\"",
+                 "type")
+        return
+    if "enum" in schema and not any(cel.cel_equal(value, e) and json_type(value) ==
+                                    json_type(e) for e in schema["enum"]):
+        allowed = ", ".join(fmt_value(e) for e in schema["enum"])
+        errors.append(_Error("value", f"{_show(path)}: Unsupported value: {fmt_value(value)}: "
+                                      f"supported values: {allowed}"))
+    if json_type(value) in ("integer", "number"):
+        _validate_number(value, schema, path, where, errors)
+    elif isinstance(value, str):
+        _validate_string(value, schema, path, where, errors)
+    elif isinstance(value, list):
+        _validate_array(value, schema, path, where, errors)
+    elif isinstance(value, dict):
+        _validate_object(value, schema, path, where, errors)
+    _validate_combinators(value, schema, path, where, errors)
+
+
+def _validate_number(value, schema, path, where, errors):
+    if "minimum" in schema:
+        lo, excl = schema["minimum"], schema.get("exclusiveMinimum") is True
+        if value < lo or (excl and value == lo):
+            op = "greater than" if excl else "greater than or equal to"
+            _invalid(errors, path, value, f"{where} should be {op} {fmt_value(lo)}")
+    if "maximum" in schema:
+        hi, excl = schema["maximum"], schema.get("exclusiveMaximum") is True
+        if value > hi or (excl and value == hi):
+            op = "less than" if excl else "less than or equal to"
+            _invalid(errors, path, value, f"{where} should be {op} {fmt_value(hi)}")
+    m = schema.get("multipleOf")
+    if m and (value / m) != int(value / m):
+        _invalid(errors, path, value, f"{where} should be a multiple of {fmt_value(m)}")
+
+
+DATE_TIME = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$")
+
+
+def _validate_string(value, schema, path, where, errors):
+    if "maxLength" in schema and len(value) > schema["maxLength"]:
+        errors.append(_Error("value", f"{_show(path)}: Too long: may not be more than "
+                                      f"{schema['maxLength']} bytes"))
+    if "minLength" in schema and len(value) < schema["minLength"]:
+        _invalid(errors, path, value,
+                 f"{where} should be at least {schema['minLength']} chars long")
+    if "pattern" in schema and re.search(schema["pattern"], value) is None:
+        _invalid(errors, path, value, f"{where} should match '{schema['pattern']}'")
+    if schema.get("format") == "date-time" and not DATE_TIME.match(value):
+        _invalid(errors, path, value, f"{where} must be of type date-time: {fmt_value(value)}")
+
+
+def _validate_array(value, schema, path, where, errors):
+    if "maxItems" in schema and len(value) > schema["maxItems"]:
+        errors.append(_Error("value", f"{_show(path)}: Too many: {len(value)}: must have at most "
+                                      f"{schema['maxItems']} items"))
+    if "minItems" in schema and len(value) < schema["minItems"]:
+        _invalid(errors, path, value, f"{where} should have at least {schema['minItems']} items")
+    items = schema.get("items")
+    if isinstance(items, dict):
+        for i, item in enumerate(value):
+            _validate(item, items, f"{_show(path)}[{i}]", errors)
+    list_type = schema.get("x-kubernetes-list-type")
+    if list_type in ("set", "map"):
+        keys = schema.get("x-kubernetes-list-map-keys", [])
+        seen = []
+        for i, item in enumerate(value):
+            ident = item if list_type == "set" else (
+                {k: item.get(k) for k in keys} if isinstance(item, dict) else item)
+            if any(cel.cel_equal(ident, s) for s in seen):
+                errors.append(_Error("value", f"{_show(path)}[{i}]: Duplicate value: "
+                                              f"{fmt_value(ident)}"))
+            seen.append(ident)
+
+
+def _validate_object(value, schema, path, where, errors):
+    props = schema.get("properties", {})
+    for key in schema.get("required", []):
+        if key not in value:
+            errors.append(_Error("required", f"{_child(path, key)}: Required value"))
+    if "maxProperties" in schema and len(value) > schema["maxProperties"]:
+        errors.append(_Error("value", f"{_show(path)}: Too many: {len(value)}: must have at most "
+                                      f"{schema['maxProperties']} items"))
+    if "minProperties" in schema and len(value) < schema["minProperties"]:
+        _invalid(errors, path, "object",
+                 f"{where} should have at least {schema['minProperties']} properties")
+    extra = schema.get("additionalProperties")
+    for key, child in value.items():
+        if path == "" and key == "metadata":
+            continue  # ObjectMeta is checked by the API server itself, not by the CRD schema
+        if key in props:
+            _validate(child, props[key], _child(path, key), errors)
+        elif isinstance(extra, dict):
+            _validate(child, extra, f"{_show(path)}[{key}]", errors)
+
+
+def _validate_combinators(value, schema, path, where, errors):
+    def passes(sub):
+        trial = []
+        _validate(value, sub, path, trial)
+        return not trial
+
+    if "anyOf" in schema and not any(passes(s) for s in schema["anyOf"]):
+        _invalid(errors, path, value, f"{where} must validate at least one schema (anyOf)")
+    if "oneOf" in schema and sum(passes(s) for s in schema["oneOf"]) != 1:
+        _invalid(errors, path, value, f"{where} must validate one and only one schema (oneOf)")
+    for sub in schema.get("allOf", []):
+        _validate(value, sub, path, errors)
+    if "not" in schema and passes(schema["not"]):
+        _invalid(errors, path, value, f"{where} must not validate the schema (not)")
+
+
+# ---------------------------------------------------------------- CEL rules
+
+def _has_rules(schema):
+    if not isinstance(schema, dict):
+        return False
+    if schema.get("x-kubernetes-validations"):
+        return True
+    children = list(schema.get("properties", {}).values())
+    for key in ("items", "additionalProperties"):
+        if isinstance(schema.get(key), dict):
+            children.append(schema[key])
+    return any(_has_rules(c) for c in children)
+
+
+def _to_cel(value, schema, root=False):
+    """JSON → CEL values: `number` fields are doubles even when written as 1; the root sees only
+    metadata.name and metadata.generateName, as in Kubernetes."""
+    if isinstance(value, dict):
+        out = {}
+        props = schema.get("properties", {})
+        extra = schema.get("additionalProperties")
+        for key, child in value.items():
+            if root and key == "metadata" and isinstance(child, dict):
+                out[key] = {k: child[k] for k in ("name", "generateName") if k in child}
+            elif key in props:
+                out[key] = _to_cel(child, props[key])
+            else:
+                out[key] = _to_cel(child, extra if isinstance(extra, dict) else {})
+        return out
+    if isinstance(value, list):
+        items = schema.get("items") if isinstance(schema.get("items"), dict) else {}
+        return [_to_cel(v, items) for v in value]
+    if schema.get("type") == "number" and json_type(value) == "integer":
+        return float(value)
+    if schema.get("type") == "integer" and isinstance(value, float):
+        return int(value)
+    return value
+
+
+REASONS = {"FieldValueInvalid": None, "FieldValueRequired": "Required value",
+           "FieldValueForbidden": "Forbidden", "FieldValueDuplicate": "Duplicate value"}
+
+
+def _rule_path(path, field_path):
+    for m in re.finditer(r"\.([A-Za-z_][A-Za-z0-9_]*)|\[['\"]([^'\"]*)['\"]\]|\[(\d+)\]",
+                         field_path or ""):
+        if m.group(1):
+            path = _child(path, m.group(1))
+        else:
+            path = f"{_show(path)}[{m.group(2) if m.group(2) is not None else m.group(3)}]"
+    return path
+
+
+def _rule_error(rule, schema, path, activation, detail=None):
+    message = detail
+    if message is None:
+        message = rule.get("message") or f"failed rule: {rule['rule']}"
+        if rule.get("messageExpression"):
+            try:
+                m = _program(rule["messageExpression"]).evaluate(activation)
+                if isinstance(m, str) and m.strip():
+                    message = m
+            except (cel.CelSyntaxError, cel.CelEvalError):
+                pass
+    target = _show(_rule_path(path, rule.get("fieldPath")))
+    label = REASONS.get(rule.get("reason"))
+    if label and detail is None:
+        return f"{target}: {label}: {message}"
+    return f'{target}: Invalid value: "{schema.get("type", "")}": {message}'
+
+
+def _check_node_rules(value, schema, old, has_old, path, out):
+    for rule in schema.get("x-kubernetes-validations", []):
+        try:
+            program = _program(rule["rule"])
+        except cel.CelSyntaxError as e:
+            out.append(f"{_show(path)}: Internal error: rule {rule['rule']!r} does not compile: "
+                       f"{e}")
+            continue
+        if program.uses_old_self and not has_old:
+            continue
+        activation = {"self": value}
+        if has_old:
+            activation["oldSelf"] = old
+        try:
+            result = program.evaluate(activation)
+        except cel.CelEvalError as e:
+            out.append(_rule_error(rule, schema, path, activation,
+                                   f"{e} evaluating rule: {rule['rule']}"))
+            continue
+        if not isinstance(result, bool):
+            out.append(_rule_error(rule, schema, path, activation,
+                                   f"rule {rule['rule']!r} returned {cel.type_name(result)}, "
+                                   "not bool"))
+        elif not result:
+            out.append(_rule_error(rule, schema, path, activation))
+
+
+def _check_rules(value, schema, old, has_old, path, out):
+    if value is None:
+        return
+    _check_node_rules(value, schema, old, has_old, path, out)
+    if isinstance(value, dict):
+        props = schema.get("properties", {})
+        extra = schema.get("additionalProperties")
+        for key, child in value.items():
+            sub = props.get(key, extra if isinstance(extra, dict) else None)
+            if sub is None or (path == "" and key == "metadata"):
+                continue
+            child_has_old = has_old and isinstance(old, dict) and key in old
+            child_path = _child(path, key) if key in props else f"{_show(path)}[{key}]"
+            _check_rules(child, sub, old.get(key) if child_has_old else None, child_has_old,
+                         child_path, out)
+    elif isinstance(value, list) and isinstance(schema.get("items"), dict):
+        keys = schema.get("x-kubernetes-list-map-keys", [])
+        correlate = schema.get("x-kubernetes-list-type") == "map" and has_old and \
+            isinstance(old, list)
+        for i, item in enumerate(value):
+            match = None
+            if correlate and isinstance(item, dict):
+                match = next((o for o in old if isinstance(o, dict) and
+                              all(o.get(k) == item.get(k) for k in keys)), None)
+            _check_rules(item, schema["items"], match, match is not None,
+                         f"{_show(path)}[{i}]", out)
+
+
+# ---------------------------------------------------------------- registration-time checks
+
+def structural_errors(schema, path="openAPIV3Schema"):
+    """Why `schema` is not a structural schema (Kubernetes' rules), or []."""
+    errors = []
+    _structural(schema, path, errors, in_combinator=False, root=True)
+    return errors
+
+
+FORBIDDEN_KEYS = ("$ref", "definitions", "dependencies", "additionalItems", "patternProperties",
+                  "id", "$schema")
+INT_OR_STRING_ANYOF = [{"type": "integer"}, {"type": "string"}]
+
+
+def _structural(s, path, errors, in_combinator, root=False):
+    if not isinstance(s, dict):
+        errors.append(f"{path}: must be an object")
+        return
+    for key in FORBIDDEN_KEYS:
+        if key in s:
+            errors.append(f"{path}.{key}: Forbidden: {key} is not supported")
+    if s.get("uniqueItems") is True:
+        errors.append(f"{path}.uniqueItems: Forbidden: uniqueItems cannot be set to true")
+    if s.get("additionalProperties") is False:
+        errors.append(f"{path}.additionalProperties: Forbidden: must not be false")
+    int_or_string = s.get("x-kubernetes-int-or-string") is True
+    preserve = s.get("x-kubernetes-preserve-unknown-fields") is True
+    if in_combinator:
+        for key in ("type", "description", "default", "nullable", "additionalProperties",
+                    "x-kubernetes-preserve-unknown-fields", "x-kubernetes-validations"):
+            if key in s:
+                errors.append(f"{path}.{key}: Forbidden: must be empty inside anyOf/allOf/oneOf/"
+                              "not (value validations only)")
+    else:
+        if root and s.get("type") != "object":
+            errors.append(f"{path}.type: Required value: must be object at the root")
+        if not s.get("type") and not int_or_string and not preserve:
+            errors.append(f"{path}.type: Required value: must not be empty for specified "
+                          "object fields")
+        if int_or_string and s.get("type"):
+            errors.append(f"{path}.type: Forbidden: must be empty with "
+                          "x-kubernetes-int-or-string")
+    if "properties" in s and isinstance(s.get("additionalProperties"), dict):
+        errors.append(f"{path}.additionalProperties: Forbidden: additionalProperties and "
+                      "properties are mutually exclusive")
+    if (s.get("type") == "array" and not in_combinator) and not isinstance(s.get("items"), dict):
+        errors.append(f"{path}.items: Required value: must be specified (one schema) for arrays")
+    if s.get("x-kubernetes-embedded-resource") and s.get("type") != "object":
+        errors.append(f"{path}.type: Required value: must be object for an embedded resource")
+    if s.get("x-kubernetes-list-type") == "map":
+        _structural_list_map(s, path, errors)
+    for key, prop in s.get("properties", {}).items():
+        _structural(prop, f"{path}.properties[{key}]", errors, in_combinator)
+    for key in ("items", "additionalProperties", "not"):
+        if isinstance(s.get(key), dict):
+            _structural(s[key], f"{path}.{key}", errors, in_combinator or key == "not")
+    for key in ("anyOf", "allOf", "oneOf"):
+        if key in s:
+            if int_or_string and key == "anyOf" and s[key] == INT_OR_STRING_ANYOF:
+                continue
+            for i, sub in enumerate(s[key]):
+                _structural(sub, f"{path}.{key}[{i}]", errors, True)
+
+
+def _structural_list_map(s, path, errors):
+    keys = s.get("x-kubernetes-list-map-keys") or []
+    items = s.get("items") if isinstance(s.get("items"), dict) else {}
+    if not keys:
+        errors.append(f"{path}.x-kubernetes-list-map-keys: Required value: needed with "
+                      "x-kubernetes-list-type map")
+    if items.get("type") != "object":
+        errors.append(f"{path}.items.type: Invalid value: must be object for a list-type map")
+    for k in keys:
+        prop = items.get("properties", {}).get(k)
+        if prop is None or prop.get("type") not in ("string", "integer", "boolean", "number"):
+            errors.append(f"{path}.x-kubernetes-list-map-keys: Invalid value: {k!r} must be a "
+                          "scalar property of the items")
+        elif k not in items.get("required", []) and "default" not in prop:
+            errors.append(f"{path}.x-kubernetes-list-map-keys: Invalid value: {k!r} must be "
+                          "required or defaulted")
+
+
+def _rule_errors(s, path, correlatable, errors):
+    for i, rule in enumerate(s.get("x-kubernetes-validations", [])):
+        where = f"{path}.x-kubernetes-validations[{i}]"
+        for field in ("rule", "messageExpression"):
+            if field not in rule:
+                continue
+            try:
+                program = _program(rule[field])
+            except cel.CelSyntaxError as e:
+                errors.append(f"{where}.{field}: Invalid value: {rule[field]!r}: compilation "
+                              f"failed: {e}")
+                continue
+            if program.uses_old_self and not correlatable:
+                errors.append(f"{where}.{field}: Invalid value: oldSelf cannot be used on the "
+                              "uncorrelatable portion of the schema")
+    for key, prop in s.get("properties", {}).items():
+        _rule_errors(prop, f"{path}.properties[{key}]", correlatable, errors)
+    if isinstance(s.get("additionalProperties"), dict):
+        _rule_errors(s["additionalProperties"], f"{path}.additionalProperties", correlatable,
+                     errors)
+    if isinstance(s.get("items"), dict):
+        keep = correlatable and s.get("x-kubernetes-list-type") == "map"
+        _rule_errors(s["items"], f"{path}.items", keep, errors)
+
+
+def _default_errors(s, path, errors):
+    if "default" in s:
+        value = copy.deepcopy(s["default"])
+        pruned = copy.deepcopy(value)
+        prune(pruned, s)
+        if pruned != value:
+            errors.append(f"{path}.default: Invalid value: must not have unknown fields")
+        apply_defaults(value, s)
+        trial = []
+        _validate(value, s, "", trial)
+        errors.extend(f"{path}.default: Invalid value: {e.text}" for e in trial)
+    for key, prop in s.get("properties", {}).items():
+        _default_errors(prop, f"{path}.properties[{key}]", errors)
+    for key in ("items", "additionalProperties"):
+        if isinstance(s.get(key), dict):
+            _default_errors(s[key], f"{path}.{key}", errors)
+
+
+def validate_crd(crd):
+    """Registration-time errors of a CustomResourceDefinition (apiextensions.k8s.io/v1)."""
+    errors = []
+    spec = crd.get("spec") if isinstance(crd, dict) else None
+    if not isinstance(spec, dict):
+        return ["spec: Required value"]
+    for field in ("group", "names", "scope", "versions"):
+        if field not in spec:
+            errors.append(f"spec.{field}: Required value")
+    versions = spec.get("versions") or []
+    if sum(1 for v in versions if v.get("storage")) != 1:
+        errors.append("spec.versions: Invalid value: must have exactly one storage version")
+    for i, version in enumerate(versions):
+        path = f"spec.versions[{i}].schema.openAPIV3Schema"
+        schema = (version.get("schema") or {}).get("openAPIV3Schema")
+        if schema is None:
+            errors.append(f"{path}: Required value: schemas are required")
+            continue
+        before = len(errors)
+        errors.extend(structural_errors(schema, path))
+        if len(errors) == before:
+            _rule_errors(schema, path, True, errors)
+            _default_errors(schema, path, errors)
+    return errors
