@@ -1,0 +1,369 @@
+"""The cluster's own controllers, simulated: garbage collection by ownerReferences (background,
+foreground, orphan), namespace and CRD cleanup, CRD registration, pod status, StatefulSet and
+Deployment controllers.
+
+They run as a store reactor: after each outer write, under the store lock, over the events that
+write produced, until nothing changes. Approximations (README.md): StatefulSet pods are created
+and deleted all at once (podManagementPolicy Parallel), a template change replaces every pod at
+once; Deployments own their pods directly (no ReplicaSet); pods have no containers running, they
+become Ready by --auto-ready or POST /sim/pods-ready.
+"""
+
+import copy
+import hashlib
+import json
+import logging
+
+import sim_resources
+import sim_store
+from sim_errors import ApiError
+
+PODS = ("", "pods")
+NAMESPACES = ("", "namespaces")
+STATEFULSETS = ("apps", "statefulsets")
+DEPLOYMENTS = ("apps", "deployments")
+CRDS = ("apiextensions.k8s.io", "customresourcedefinitions")
+
+
+def pod_ready(pod):
+    for c in (pod.get("status") or {}).get("conditions") or []:
+        if c.get("type") == "Ready":
+            return c.get("status") == "True"
+    return False
+
+
+def pod_status(pod, ready, now):
+    old = pod.get("status") or {}
+    if old and pod_ready(pod) == ready and old.get("phase"):
+        return old
+    status = "True" if ready else "False"
+    conds = [{"type": "PodScheduled", "status": "True", "lastTransitionTime": now},
+             {"type": "Initialized", "status": "True", "lastTransitionTime": now},
+             {"type": "ContainersReady", "status": status, "lastTransitionTime": now},
+             {"type": "Ready", "status": status, "lastTransitionTime": now}]
+    if not ready:
+        for c in conds[2:]:
+            c["reason"] = "ContainersNotReady"
+    return {"phase": "Running" if ready else "Pending", "conditions": conds,
+            "hostIP": "127.0.0.1", "podIP": old.get("podIP") or "127.0.0.1",
+            "startTime": old.get("startTime") or now}
+
+
+def _template_hash(template):
+    return hashlib.sha256(json.dumps(template, sort_keys=True).encode()).hexdigest()[:10]
+
+
+def _controller_ref(obj):
+    for ref in obj["metadata"].get("ownerReferences") or []:
+        if ref.get("controller"):
+            return ref
+    return None
+
+
+class Controllers:
+    """The store reactor (see the module comment). auto_ready: pods become Ready on creation."""
+
+    def __init__(self, auto_ready=False):
+        self.auto_ready = auto_ready
+
+    def __call__(self, store, batch):
+        for res, ev in batch:
+            try:
+                self._react(store, res, ev)
+            except ApiError as e:  # e.g. a pod create racing a namespace deletion
+                logging.info("kube-sim controller: %s %s: %s", ev.type, res.qualified(), e.message)
+
+    def _res(self, store, key):
+        return store.registry.by_key.get(key)
+
+    def _react(self, store, res, ev):
+        obj, meta = ev.obj, ev.obj["metadata"]
+        if ev.type == "DELETED":
+            for key in list(store.dependents.get(meta["uid"], ())):
+                self._gc_check(store, key)
+            for ref in meta.get("ownerReferences") or []:
+                self._foreground_check(store, ref.get("uid"))
+                if ref.get("controller") and res.key == PODS:
+                    self._sync_owner(store, ref.get("uid"))
+            if res.namespaced:
+                self._namespace_check(store, meta.get("namespace", ""))
+            if res.crd is not None:
+                self._crd_check(store, res.crd["metadata"]["name"])
+            if res.key == CRDS:
+                store.registry.unregister_crd(meta["name"])
+            return
+        if res.key == CRDS:
+            self._crd_added(store, res, obj)
+        if res.key == NAMESPACES:
+            if not (obj.get("status") or {}).get("phase"):
+                new = copy.deepcopy(obj)
+                new["status"] = {"phase": "Active"}
+                store.put_internal(res, new)
+            elif meta.get("deletionTimestamp"):
+                self._namespace_check(store, meta["name"])
+        if meta.get("deletionTimestamp") and "foregroundDeletion" in (meta.get("finalizers") or []):
+            self._foreground_check(store, meta["uid"])
+        if meta.get("deletionTimestamp"):
+            return
+        if res.key == PODS:
+            if not (obj.get("status") or {}).get("phase"):
+                new = copy.deepcopy(obj)
+                new["status"] = pod_status(obj, self.auto_ready, sim_store.now_rfc3339(store.clock))
+                store.put_internal(res, new)
+                return
+            ref = _controller_ref(obj)
+            if ref:
+                self._sync_owner(store, ref.get("uid"))
+        elif res.key == STATEFULSETS:
+            self._sync_statefulset(store, obj)
+        elif res.key == DEPLOYMENTS:
+            self._sync_deployment(store, obj)
+
+    # ---- garbage collection --------------------------------------------------------------------
+    def _gc_check(self, store, key):
+        res = self._res(store, key[0])
+        dep = store.find(key[0], key[1], key[2])
+        if res is None or dep is None or dep["metadata"].get("deletionTimestamp"):
+            return
+        refs = dep["metadata"].get("ownerReferences") or []
+        alive = [store.uids.get(r.get("uid")) for r in refs if r.get("uid") in store.uids]
+        if not alive:
+            store.delete_object(res, dep, "Background")
+            return
+        for okey in alive:
+            owner = store.find(*okey)
+            om = owner["metadata"] if owner else {}
+            if om.get("deletionTimestamp") and "foregroundDeletion" in (om.get("finalizers") or []):
+                store.delete_object(res, dep, "Foreground")
+                return
+
+    def _foreground_check(self, store, uid):
+        key = store.uids.get(uid)
+        owner = store.find(*key) if key else None
+        if owner is None:
+            return
+        om = owner["metadata"]
+        if not om.get("deletionTimestamp") or "foregroundDeletion" not in (om.get("finalizers")
+                                                                            or []):
+            return
+        for dkey in list(store.dependents.get(uid, ())):
+            self._gc_check(store, dkey)
+        if not store.dependents.get(uid):
+            owner = store.find(*key)
+            if owner is None:
+                return
+            new = copy.deepcopy(owner)
+            new["metadata"]["finalizers"] = [f for f in owner["metadata"]["finalizers"]
+                                             if f != "foregroundDeletion"]
+            if not new["metadata"]["finalizers"]:
+                del new["metadata"]["finalizers"]
+            store.put_internal(self._res(store, key[0]), new)
+
+    def _namespace_check(self, store, ns):
+        nsobj = store.find(NAMESPACES, "", ns)
+        if nsobj is None or not nsobj["metadata"].get("deletionTimestamp"):
+            return
+        remaining = 0
+        for res_key in list(store.objects):
+            res = self._res(store, res_key)
+            if res is None or not res.namespaced:
+                continue
+            for obj in store.items(res_key, ns):
+                remaining += 1
+                if not obj["metadata"].get("deletionTimestamp"):
+                    store.delete_object(res, obj, "Background")
+        if remaining == 0 or not any(store.items(k, ns) for k in list(store.objects)
+                                     if k != NAMESPACES):
+            nsobj = store.find(NAMESPACES, "", ns)
+            if nsobj is not None and not nsobj["metadata"].get("finalizers"):
+                store._remove(self._res(store, NAMESPACES), nsobj)
+
+    # ---- CRDs ----------------------------------------------------------------------------------
+    def _crd_added(self, store, res, crd):
+        meta = crd["metadata"]
+        if meta.get("deletionTimestamp"):
+            self._crd_check(store, meta["name"])
+            return
+        store.registry.register_crd(crd)
+        names = crd["spec"]["names"]
+        want_status = copy.deepcopy(crd.get("status") or {})
+        want_status["acceptedNames"] = copy.deepcopy(names)
+        conds = {c.get("type"): c for c in want_status.get("conditions") or []}
+        now = sim_store.now_rfc3339(store.clock)
+        for t, reason, msg in (("NamesAccepted", "NoConflicts", "no conflicts found"),
+                               ("Established", "InitialNamesAccepted",
+                                "the initial names have been accepted")):
+            if conds.get(t, {}).get("status") != "True":
+                conds[t] = {"type": t, "status": "True", "reason": reason, "message": msg,
+                            "lastTransitionTime": now}
+        want_status["conditions"] = list(conds.values())
+        want_status["storedVersions"] = sorted(
+            set(want_status.get("storedVersions") or [])
+            | {v["name"] for v in crd["spec"].get("versions") or [] if v.get("storage")})
+        fins = meta.get("finalizers") or []
+        if want_status != crd.get("status") or sim_resources.CRD_CLEANUP_FINALIZER not in fins:
+            new = copy.deepcopy(crd)
+            new["status"] = want_status
+            if sim_resources.CRD_CLEANUP_FINALIZER not in fins:
+                new["metadata"]["finalizers"] = fins + [sim_resources.CRD_CLEANUP_FINALIZER]
+            store.put_internal(res, new)
+
+    def _crd_check(self, store, name):
+        crd = store.find(CRDS, "", name)
+        if crd is None or not crd["metadata"].get("deletionTimestamp"):
+            return
+        res = store.registry.by_crd.get(name)
+        if res is not None:
+            for obj in store.items(res.key):
+                if not obj["metadata"].get("deletionTimestamp"):
+                    store.delete_object(res, obj, "Background")
+            if store.items(res.key):
+                return
+        new = copy.deepcopy(crd)
+        fins = [f for f in new["metadata"].get("finalizers") or []
+                if f != sim_resources.CRD_CLEANUP_FINALIZER]
+        if fins == (crd["metadata"].get("finalizers") or []):
+            return
+        new["metadata"]["finalizers"] = fins
+        if not fins:
+            del new["metadata"]["finalizers"]
+        store.put_internal(self._res(store, CRDS), new)
+
+    # ---- workloads -----------------------------------------------------------------------------
+    def _sync_owner(self, store, uid):
+        key = store.uids.get(uid)
+        owner = store.find(*key) if key else None
+        if owner is None or owner["metadata"].get("deletionTimestamp"):
+            return
+        if key[0] == STATEFULSETS:
+            self._sync_statefulset(store, owner)
+        elif key[0] == DEPLOYMENTS:
+            self._sync_deployment(store, owner)
+
+    def _owned_pods(self, store, owner):
+        uid = owner["metadata"]["uid"]
+        return [p for p in store.items(PODS, owner["metadata"]["namespace"])
+                if (_controller_ref(p) or {}).get("uid") == uid]
+
+    def _new_pod(self, owner, name, labels, extra_spec):
+        template = owner["spec"].get("template") or {}
+        tmeta = template.get("metadata") or {}
+        meta = {"labels": dict(tmeta.get("labels") or {}, **labels),
+                "ownerReferences": [{"apiVersion": owner["apiVersion"], "kind": owner["kind"],
+                                     "name": owner["metadata"]["name"],
+                                     "uid": owner["metadata"]["uid"], "controller": True,
+                                     "blockOwnerDeletion": True}]}
+        meta.update(name)
+        if tmeta.get("annotations"):
+            meta["annotations"] = dict(tmeta["annotations"])
+        spec = copy.deepcopy(template.get("spec") or {})
+        spec.update(extra_spec)
+        return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
+
+    def _sync_statefulset(self, store, sts):
+        if sts["metadata"].get("deletionTimestamp"):
+            return
+        pods_res = self._res(store, PODS)
+        name, ns = sts["metadata"]["name"], sts["metadata"]["namespace"]
+        spec = sts.get("spec") or {}
+        replicas = int(spec.get("replicas", 1))
+        revision = "%s-%s" % (name, _template_hash(spec.get("template") or {}))
+        owned = {p["metadata"]["name"]: p for p in self._owned_pods(store, sts)}
+        for pname, pod in list(owned.items()):
+            ordinal = pname[len(name) + 1:]
+            stale = pod["metadata"].get("labels", {}).get("controller-revision-hash") != revision
+            if (not ordinal.isdigit() or int(ordinal) >= replicas or stale) and not pod[
+                    "metadata"].get("deletionTimestamp"):
+                store.delete_object(pods_res, pod, "Background")
+        for i in range(replicas):
+            pname = "%s-%d" % (name, i)
+            if store.find(PODS, ns, pname) is not None:
+                continue
+            pod = self._new_pod(sts, {"name": pname},
+                                {"statefulset.kubernetes.io/pod-name": pname,
+                                 "apps.kubernetes.io/pod-index": str(i),
+                                 "controller-revision-hash": revision},
+                                {"hostname": pname, "subdomain": spec.get("serviceName", "")})
+            store.create(pods_res, ns, pod)
+        pods = self._owned_pods(store, sts)
+        live = [p for p in pods if not p["metadata"].get("deletionTimestamp")]
+        ready = sum(1 for p in live if pod_ready(p))
+        updated = sum(1 for p in live
+                      if p["metadata"]["labels"].get("controller-revision-hash") == revision)
+        status = {"observedGeneration": sts["metadata"].get("generation", 1),
+                  "replicas": len(live), "readyReplicas": ready, "availableReplicas": ready,
+                  "currentReplicas": updated, "updatedReplicas": updated,
+                  "currentRevision": revision, "updateRevision": revision, "collisionCount": 0}
+        self._put_status(store, STATEFULSETS, sts, status)
+
+    def _sync_deployment(self, store, dep):
+        if dep["metadata"].get("deletionTimestamp"):
+            return
+        pods_res = self._res(store, PODS)
+        name, ns = dep["metadata"]["name"], dep["metadata"]["namespace"]
+        spec = dep.get("spec") or {}
+        replicas = int(spec.get("replicas", 1))
+        tmpl_hash = _template_hash(spec.get("template") or {})
+        live = []
+        for pod in self._owned_pods(store, dep):
+            if pod["metadata"].get("deletionTimestamp"):
+                continue
+            if pod["metadata"].get("labels", {}).get("pod-template-hash") != tmpl_hash or len(
+                    live) >= replicas:
+                store.delete_object(pods_res, pod, "Background")
+            else:
+                live.append(pod)
+        for _ in range(replicas - len(live)):
+            pod = self._new_pod(dep, {"generateName": "%s-%s-" % (name, tmpl_hash)},
+                                {"pod-template-hash": tmpl_hash}, {})
+            store.create(pods_res, ns, pod)
+        live = [p for p in self._owned_pods(store, dep) if not p["metadata"].get(
+            "deletionTimestamp")]
+        ready = sum(1 for p in live if pod_ready(p))
+        now = sim_store.now_rfc3339(store.clock)
+        old_conds = {c["type"]: c for c in (dep.get("status") or {}).get("conditions") or []}
+        avail = "True" if ready >= replicas else "False"
+        conds = []
+        for t, st, reason in (("Available", avail, "MinimumReplicasAvailable" if avail == "True"
+                               else "MinimumReplicasUnavailable"),
+                              ("Progressing", "True", "NewReplicaSetAvailable")):
+            c = old_conds.get(t)
+            if not c or c.get("status") != st or c.get("reason") != reason:
+                c = {"type": t, "status": st, "reason": reason, "lastUpdateTime": now,
+                     "lastTransitionTime": now}
+            conds.append(c)
+        status = {"observedGeneration": dep["metadata"].get("generation", 1),
+                  "replicas": len(live), "updatedReplicas": len(live), "readyReplicas": ready,
+                  "availableReplicas": ready, "unavailableReplicas": max(0, replicas - ready),
+                  "conditions": conds}
+        self._put_status(store, DEPLOYMENTS, dep, status)
+
+    def _put_status(self, store, key, obj, status):
+        cur = store.find(key, obj["metadata"]["namespace"], obj["metadata"]["name"])
+        if cur is None or cur.get("status") == status:
+            return
+        new = copy.deepcopy(cur)
+        new["status"] = status
+        store.put_internal(self._res(store, key), new)
+
+    def set_pods_ready(self, store, ns, predicate, ready):
+        """Marks matching pods Ready (or not); returns how many changed."""
+        pods_res = self._res(store, PODS)
+        changed = 0
+        with store.cond:
+            store._begin()
+            try:
+                for pod in store.items(PODS, ns):
+                    if not predicate(pod) or pod["metadata"].get("deletionTimestamp"):
+                        continue
+                    if pod_ready(pod) == ready and (pod.get("status") or {}).get("phase"):
+                        continue
+                    new = copy.deepcopy(pod)
+                    new["status"] = None
+                    new["status"] = pod_status({"status": {}}, ready,
+                                               sim_store.now_rfc3339(store.clock))
+                    store.put_internal(pods_res, new)
+                    changed += 1
+            finally:
+                store._end()
+        return changed
