@@ -45,8 +45,8 @@ class OutputProcessor {
   // Accounts one sampled token: appends the text it makes safe to stream to out->text_delta and,
   // when it ends the request, sets out->finish and out->finish_detail. Does not touch
   // out->new_tokens or logprobs (the caller fills those). An id the tokenizer does not know (a
-  // padded model vocabulary) adds no text. InvalidArgument for a negative id or when called after
-  // the request finished; the state is unchanged then.
+  // padded model vocabulary) adds no text. InvalidArgument for a negative id, FailedPrecondition
+  // when called after the request finished; the state is unchanged then.
   Status Append(int32_t token, RequestOutput* out);
 
   // Ends the request for a reason decided outside (cancelled, aborted, the context limit): appends

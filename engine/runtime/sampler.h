@@ -71,6 +71,8 @@ class Sampler {
   Sampler(const SamplingParams& params, int64_t vocab_size, uint64_t seed, std::vector<int32_t> masked_early);
   // Brings the output counts and the prompt's unique-token list up to date.
   void UpdateCounts(std::span<const int32_t> prompt_tokens, std::span<const int32_t> output_tokens);
+  // Repetition, frequency and presence penalties on `x` ([vocab_size], in place).
+  void ApplyPenalties(float* x) const;
 
   SamplingParams params_;
   int64_t vocab_size_;
