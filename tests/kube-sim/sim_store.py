@@ -322,7 +322,12 @@ class Store:
 
     def _store_no_event(self, res, obj):
         ns = obj["metadata"].get("namespace", "")
+        key = (res.key, ns, obj["metadata"]["name"])
+        old = self.objects[res.key].get((ns, obj["metadata"]["name"]))
+        if old is not None:
+            self._index(key, old, False)
         self.objects[res.key][(ns, obj["metadata"]["name"])] = obj
+        self._index(key, obj, True)
 
     def mutate(self, res, ns, name, fn, subresource=None, dry_run=False):
         """Read-modify-write under the lock (PATCH): fn(copy of the object) returns the new body.

@@ -151,3 +151,20 @@ class WatchStream:
 
     def close(self):
         self.conn.close()
+
+
+def make_certs(d):
+    """A CA, a server cert for 127.0.0.1 and a client cert, made with the openssl CLI."""
+    def run(*args):
+        subprocess.run(["openssl"] + list(args), cwd=d, check=True, capture_output=True)
+    run("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.crt",
+        "-days", "2", "-subj", "/CN=kube-sim-test-ca")
+    with open(os.path.join(d, "san.ext"), "w") as f:
+        f.write("subjectAltName=IP:127.0.0.1\n")
+    for name, ext in (("server", ["-extfile", "san.ext"]), ("client", [])):
+        run("req", "-newkey", "rsa:2048", "-nodes", "-keyout", name + ".key", "-out",
+            name + ".csr", "-subj", "/CN=" + name)
+        run("x509", "-req", "-in", name + ".csr", "-CA", "ca.crt", "-CAkey", "ca.key",
+            "-CAcreateserial", "-out", name + ".crt", "-days", "2", *ext)
+    return {n: os.path.join(d, n) for n in ("ca.crt", "server.crt", "server.key", "client.crt",
+                                             "client.key")}

@@ -6,7 +6,6 @@ through the official Kubernetes Python client."""
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -14,7 +13,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from sim_testlib import REPO, SimProcess, WatchStream, wait_for  # noqa: E402
+from sim_testlib import REPO, SimProcess, WatchStream, make_certs  # noqa: E402
 
 MDEP = "/apis/tandem.dev/v1alpha1/namespaces/default/modeldeployments"
 POOLS = "/apis/tandem.dev/v1alpha1/namespaces/default/modelpools"
@@ -589,23 +588,6 @@ class FaultsTest(SimTestCase):
         self.assertEqual(st["by_resource"], {"configmaps": 4})
         self.assertEqual(st["writes"], 2)
         self.assertEqual(sum(n for _, n in st["writes_per_second"]), 2)
-
-
-def make_certs(d):
-    """A CA, a server cert for 127.0.0.1 and a client cert, made with the openssl CLI."""
-    def run(*args):
-        subprocess.run(["openssl"] + list(args), cwd=d, check=True, capture_output=True)
-    run("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.crt",
-        "-days", "2", "-subj", "/CN=kube-sim-test-ca")
-    with open(os.path.join(d, "san.ext"), "w") as f:
-        f.write("subjectAltName=IP:127.0.0.1\n")
-    for name, ext in (("server", ["-extfile", "san.ext"]), ("client", [])):
-        run("req", "-newkey", "rsa:2048", "-nodes", "-keyout", name + ".key", "-out",
-            name + ".csr", "-subj", "/CN=" + name)
-        run("x509", "-req", "-in", name + ".csr", "-CA", "ca.crt", "-CAkey", "ca.key",
-            "-CAcreateserial", "-out", name + ".crt", "-days", "2", *ext)
-    return {n: os.path.join(d, n) for n in ("ca.crt", "server.crt", "server.key", "client.crt",
-                                             "client.key")}
 
 
 @unittest.skipIf(shutil.which("openssl") is None, "no openssl CLI to make test certificates")
