@@ -76,7 +76,8 @@ WRITE_VERBS = {"create", "update", "patch", "delete", "deletecollection"}
 
 
 class Stats:
-    """Request counts by verb and resource, and writes per one-second window."""
+    """Request counts by verb, resource and status code, and requests and writes per one-second
+    window (the last `windows` seconds that had any)."""
 
     def __init__(self, clock=time.time, windows=600):
         self.lock = threading.Lock()
@@ -91,6 +92,7 @@ class Stats:
             self.by_verb_resource = collections.Counter()
             self.by_code = collections.Counter()
             self.writes = collections.OrderedDict()  # second -> count
+            self.requests = collections.OrderedDict()
             self.total = 0
             self.started = self.clock()
 
@@ -102,8 +104,11 @@ class Stats:
                 self.by_resource[resource] += 1
                 self.by_verb_resource["%s %s" % (verb, resource)] += 1
             self.by_code[str(code)] += 1
+            sec = int(self.clock())
+            self.requests[sec] = self.requests.get(sec, 0) + 1
+            while len(self.requests) > self.windows:
+                self.requests.popitem(last=False)
             if verb in WRITE_VERBS:
-                sec = int(self.clock())
                 self.writes[sec] = self.writes.get(sec, 0) + 1
                 while len(self.writes) > self.windows:
                     self.writes.popitem(last=False)
@@ -118,4 +123,5 @@ class Stats:
                     "writes": sum(n for _, n in windows),
                     "writes_per_second": windows,
                     "max_writes_per_second": max([n for _, n in windows] or [0]),
+                    "requests_per_second": [[s, n] for s, n in self.requests.items()],
                     "since": self.started}

@@ -560,9 +560,19 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 for ev in events:
                     if ev.res_key != res.key or (res.namespaced and ns and ev.namespace != ns):
                         continue
-                    if not pred(ev.obj):
+                    # A selector watch sees an object entering the selection as ADDED and one
+                    # leaving it as DELETED, as the API server's watch cache reports them.
+                    now_in = pred(ev.obj)
+                    was_in = ev.prev is not None and pred(ev.prev)
+                    if ev.type == "MODIFIED" and now_in != was_in:
+                        type_ = "ADDED" if now_in else "DELETED"
+                    elif ev.type == "DELETED":
+                        type_ = ev.type if was_in or now_in else None
+                    else:
+                        type_ = ev.type if now_in else None
+                    if type_ is None:
                         continue
-                    action = send(ev.type, wrap(ev.obj))
+                    action = send(type_, wrap(ev.obj))
                     if action:
                         return self._end_stream(action == "drop")
                 if bookmarks and time.monotonic() >= next_bookmark:

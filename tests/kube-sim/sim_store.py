@@ -36,10 +36,12 @@ def spec_part(obj, res):
 
 
 class Event:
-    __slots__ = ("rv", "res_key", "namespace", "type", "obj")
+    """One change: obj is the new state (the last state for DELETED), prev the state before."""
+    __slots__ = ("rv", "res_key", "namespace", "type", "obj", "prev")
 
-    def __init__(self, rv, res_key, namespace, type_, obj):
-        self.rv, self.res_key, self.namespace, self.type, self.obj = rv, res_key, namespace, type_, obj
+    def __init__(self, rv, res_key, namespace, type_, obj, prev):
+        self.rv, self.res_key, self.namespace, self.type = rv, res_key, namespace, type_
+        self.obj, self.prev = obj, prev
 
 
 class Store:
@@ -69,9 +71,9 @@ class Store:
         self.rv += 1
         return self.rv
 
-    def _emit(self, res, type_, obj):
+    def _emit(self, res, type_, obj, prev):
         ns = obj["metadata"].get("namespace", "")
-        ev = Event(int(obj["metadata"]["resourceVersion"]), res.key, ns, type_, obj)
+        ev = Event(int(obj["metadata"]["resourceVersion"]), res.key, ns, type_, obj, prev)
         self.history.append(ev)
         while len(self.history) > self.history_size:
             self.floor = self.history.popleft().rv
@@ -101,7 +103,7 @@ class Store:
             self._index(key, old, False)
         self.objects[res.key][(ns, obj["metadata"]["name"])] = obj
         self._index(key, obj, True)
-        self._emit(res, type_, obj)
+        self._emit(res, type_, obj, old)
 
     def _remove(self, res, obj):
         ns = obj["metadata"].get("namespace", "")
@@ -110,7 +112,7 @@ class Store:
         self._index(key, obj, False)
         final = copy.deepcopy(obj)
         final["metadata"]["resourceVersion"] = str(self._next_rv())
-        self._emit(res, "DELETED", final)
+        self._emit(res, "DELETED", final, obj)
         return final
 
     def _begin(self):

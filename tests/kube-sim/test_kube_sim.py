@@ -500,6 +500,17 @@ class WatchTest(SimTestCase):
                         "w%3Dyes&timeoutSeconds=1&resourceVersion=" + rv)
         self.assertEqual([e["type"] for e in w.events()], ["ADDED", "MODIFIED", "DELETED"])
 
+    def test_selector_watch_sees_objects_enter_and_leave(self):
+        rv = self.sim.ok("POST", CMS, cm("sel", labels={"pick": "no"}))["metadata"][
+            "resourceVersion"]
+        for v in ("yes", "yes", "no"):
+            self.sim.ok("PATCH", CMS + "/sel", {"metadata": {"labels": {"pick": v}},
+                                                "data": {"n": str(time.monotonic())}},
+                        "application/merge-patch+json")
+        w = WatchStream(self.sim, CMS + "?watch=1&labelSelector=pick%3Dyes&timeoutSeconds=1"
+                        "&resourceVersion=" + rv)
+        self.assertEqual([e["type"] for e in w.events()], ["ADDED", "MODIFIED", "DELETED"])
+
     def test_watch_without_resource_version_lists_first_then_streams(self):
         self.sim.ok("POST", "/api/v1/namespaces", {"metadata": {"name": "wns"}})
         self.sim.ok("POST", "/api/v1/namespaces/wns/configmaps", cm("a"))
