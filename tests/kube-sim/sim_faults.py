@@ -76,8 +76,9 @@ WRITE_VERBS = {"create", "update", "patch", "delete", "deletecollection"}
 
 
 class Stats:
-    """Request counts by verb, resource and status code, and requests and writes per one-second
-    window (the last `windows` seconds that had any)."""
+    """Request counts by verb, resource, status code and User-Agent (to tell two controller
+    processes apart), and requests and writes per one-second window (the last `windows` seconds
+    that had any)."""
 
     def __init__(self, clock=time.time, windows=600):
         self.lock = threading.Lock()
@@ -91,14 +92,16 @@ class Stats:
             self.by_resource = collections.Counter()
             self.by_verb_resource = collections.Counter()
             self.by_code = collections.Counter()
+            self.by_user_agent = {}  # User-Agent -> Counter(verb)
             self.writes = collections.OrderedDict()  # second -> count
             self.requests = collections.OrderedDict()
             self.total = 0
             self.started = self.clock()
 
-    def record(self, verb, resource, code):
+    def record(self, verb, resource, code, user_agent=""):
         with self.lock:
             self.total += 1
+            self.by_user_agent.setdefault(user_agent, collections.Counter())[verb] += 1
             self.by_verb[verb] += 1
             if resource:
                 self.by_resource[resource] += 1
@@ -120,6 +123,7 @@ class Stats:
                     "by_resource": dict(self.by_resource),
                     "by_verb_resource": dict(self.by_verb_resource),
                     "by_code": dict(self.by_code),
+                    "by_user_agent": {ua: dict(c) for ua, c in self.by_user_agent.items()},
                     "writes": sum(n for _, n in windows),
                     "writes_per_second": windows,
                     "max_writes_per_second": max([n for _, n in windows] or [0]),

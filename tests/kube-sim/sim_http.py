@@ -227,7 +227,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 self._send_error(ApiError(500, "internal error: %s" % e))
         finally:
             if not url.path.startswith("/sim/"):
-                sim.stats.record(verb, resource, self._code)
+                sim.stats.record(verb, resource, self._code, self.headers.get("User-Agent", ""))
 
     def _headers_sent(self):
         return self._code != 0

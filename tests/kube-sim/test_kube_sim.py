@@ -418,6 +418,14 @@ class ScaleAndTableTest(SimTestCase):
         self.assertEqual(row["object"]["kind"], "PartialObjectMetadata")
         code, t = self.sim.req("GET", "/api/v1/namespaces", headers=accept)
         self.assertEqual([c["name"] for c in t["columnDefinitions"]], ["Name", "Age"])
+        # kubectl get -w: each watch event carries a one-row Table.
+        conn = self.sim.connect()
+        conn.request("GET", MDEP + "?watch=1&timeoutSeconds=1&fieldSelector=metadata.name%3Dtbl",
+                     headers=accept)
+        lines = [json.loads(x) for x in conn.getresponse().read().splitlines()]
+        conn.close()
+        self.assertEqual([(e["type"], e["object"]["kind"], e["object"]["rows"][0]["cells"][0])
+                          for e in lines], [("ADDED", "Table", "tbl")])
 
 
 class ControllersTest(SimTestCase):
@@ -599,6 +607,11 @@ class FaultsTest(SimTestCase):
         self.assertEqual(st["by_resource"], {"configmaps": 4})
         self.assertEqual(st["writes"], 2)
         self.assertEqual(sum(n for _, n in st["writes_per_second"]), 2)
+        self.assertEqual(sum(n for _, n in st["requests_per_second"]), 4)
+        self.sim.req("PUT", CMS + "/nope", cm("nope"), headers={"User-Agent": "leader-b"})
+        st = self.sim.ok("GET", "/sim/stats")
+        self.assertEqual(st["by_user_agent"]["leader-b"], {"update": 1})
+        self.assertEqual(st["by_code"]["404"], 1)
 
 
 @unittest.skipIf(shutil.which("openssl") is None, "no openssl CLI to make test certificates")
