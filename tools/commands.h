@@ -10,5 +10,6 @@ namespace tandem::tools {
 int RunVersion(const std::vector<std::string>& args);
 int RunDemo(const std::vector<std::string>& args);
 int RunQuantize(const std::vector<std::string>& args);
+int RunMakeModel(const std::vector<std::string>& args);
 
 }  // namespace tandem::tools

@@ -20,6 +20,8 @@ constexpr Subcommand kSubcommands[] = {
     {"demo", "the engine's smallest end-to-end run: a KV page through BF16 and FP8", tandem::tools::RunDemo},
     {"quantize", "re-quantize a checkpoint directory: routed experts to int4, or Linears to fp8",
      tandem::tools::RunQuantize},
+    {"make-model", "a deterministic random tiny model with a trained BPE vocabulary (Kimi K2 layout)",
+     tandem::tools::RunMakeModel},
 };
 
 void Usage(FILE* out) {
