@@ -94,6 +94,8 @@ struct RequestCounts {
 
 class HttpClient;
 class TokenSource;
+struct HttpRequest;
+struct HttpResponse;
 
 class Client {
  public:
@@ -115,6 +117,8 @@ class Client {
   // OutOfRange when the continue token expired (410): relist.
   StatusOr<Json> ListAll(const ResourceRef& ref, std::string_view ns, ListOptions options = {});
 
+  // Writes go to `ns`, or when it is empty to the object's metadata.namespace (InvalidArgument
+  // when both are empty for a namespaced resource).
   // POST; `object` needs metadata.name (or generateName). Sets apiVersion/kind when missing.
   // Returns the created object (with uid, resourceVersion, defaults).
   StatusOr<Json> Create(const ResourceRef& ref, std::string_view ns, const Json& object,
@@ -157,6 +161,19 @@ class Client {
 
  private:
   Client(KubeConfig config, ClientOptions options);
+
+  Status CheckFence();
+  void Count(const char* verb);
+  // Sends with the current token; after a 401 with a rotated token file, once more.
+  StatusOr<HttpResponse> Send(const char* verb, HttpRequest& request,
+                              const std::function<bool(std::string_view)>* on_line);
+  StatusOr<Json> Execute(const char* verb, const std::string& method, const std::string& target,
+                         const std::string& body, const std::string& content_type, int64_t timeout_ms,
+                         CancelToken* cancel, bool is_create);
+  StatusOr<std::string> WriteNamespace(const ResourceRef& ref, std::string_view ns, const Json& object,
+                                       const char* verb);
+  StatusOr<Json> Put(const ResourceRef& ref, std::string_view ns, const Json& object,
+                     std::string_view subresource, const CallOptions& call);
 
   KubeConfig config_;
   ClientOptions options_;
