@@ -17,6 +17,7 @@ import random
 import threading
 import uuid
 
+import sim_defaults
 import sim_errors
 from sim_errors import ApiError
 
@@ -248,7 +249,30 @@ class Store:
         finally:
             self._end()
 
+    def _cluster_ip(self):
+        used = {(s.get("spec") or {}).get("clusterIP") for s in self.objects[("", "services")]
+                .values()}
+        for _ in range(1000):
+            ip = "10.96.%d.%d" % (self.rng.randrange(0, 256), self.rng.randrange(1, 255))
+            if ip not in used:
+                return ip
+        raise ApiError(500, "no free cluster IP")
+
     def _admit(self, res, obj, old):
+        if not res.crd:
+            if old is not None and res.key == ("", "services") and isinstance(obj.get("spec"),
+                                                                             dict):
+                # An update without the allocated address keeps it (as the real registry does).
+                for k in ("clusterIP", "clusterIPs"):
+                    if not obj["spec"].get(k) and (old.get("spec") or {}).get(k):
+                        obj["spec"][k] = copy.deepcopy(old["spec"][k])
+            sim_defaults.apply(res.key, obj, self._cluster_ip)
+            if old is not None and res.key == ("", "services"):
+                ip = (old.get("spec") or {}).get("clusterIP")
+                if ip and (obj.get("spec") or {}).get("clusterIP") != ip:
+                    raise sim_errors.invalid(res, obj["metadata"]["name"], [
+                        "spec.clusterIP: Invalid value: %r: field is immutable"
+                        % (obj.get("spec") or {}).get("clusterIP")])
         errors = res.admit(obj, old)
         if errors:
             raise sim_errors.invalid(res, obj["metadata"].get("name", ""), errors)

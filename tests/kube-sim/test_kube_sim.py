@@ -218,6 +218,33 @@ class CrudTest(SimTestCase):
         self.assertEqual([(c["name"], c["image"]) for c in cs], [("a", "a:1"), ("b", "b:2")])
         self.assertEqual(cs[0]["args"], ["x"])
 
+    def test_builtin_server_defaults(self):
+        svc = self.sim.ok("POST", "/api/v1/namespaces/default/services", {
+            "metadata": {"name": "svc"}, "spec": {"selector": {"app": "x"},
+                                                  "ports": [{"name": "http", "port": 80}]}})
+        spec = svc["spec"]
+        self.assertEqual((spec["type"], spec["ports"][0]["protocol"],
+                          spec["ports"][0]["targetPort"]), ("ClusterIP", "TCP", 80))
+        self.assertTrue(spec["clusterIP"])
+        # An update that leaves the allocated address out keeps it and changes nothing.
+        again = self.sim.ok("PUT", "/api/v1/namespaces/default/services/svc", {
+            "metadata": {"name": "svc"}, "spec": {"selector": {"app": "x"},
+                                                  "ports": [{"name": "http", "port": 80}]}})
+        self.assertEqual(again["spec"], spec)
+        self.assertEqual(again["metadata"]["resourceVersion"], svc["metadata"]["resourceVersion"])
+        headless = self.sim.ok("POST", "/api/v1/namespaces/default/services", {
+            "metadata": {"name": "hl"}, "spec": {"clusterIP": "None"}})
+        self.assertEqual(headless["spec"]["clusterIP"], "None")
+        s = self.sim.ok("POST", STS, sts("dflt", 0))
+        tspec = s["spec"]["template"]["spec"]
+        self.assertEqual(tspec["containers"][0]["imagePullPolicy"], "Always")
+        self.assertEqual(tspec["restartPolicy"], "Always")
+        self.assertEqual(s["spec"]["podManagementPolicy"], "OrderedReady")
+        sec = self.sim.ok("POST", "/api/v1/namespaces/default/secrets", {
+            "metadata": {"name": "sec"}, "stringData": {"k": "v"}})
+        self.assertEqual((sec["data"], sec["type"]), ({"k": "dg=="}, "Opaque"))
+        self.assertNotIn("stringData", sec)
+
     def test_dry_run_writes_nothing(self):
         rv = self.sim.ok("GET", CMS)["metadata"]["resourceVersion"]
         self.sim.ok("POST", CMS + "?dryRun=All", cm("dry"))
