@@ -1,0 +1,55 @@
+#pragma once
+// A request as the Engine receives it, and the scheduler's per-request state.
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine/kv/block_table.h"
+#include "engine/model/forward_types.h"
+#include "engine/runtime/request_types.h"
+
+namespace tandem::engine::runtime {
+
+// What the agent submits. `tenant` is derived by the server from the authenticated caller (never
+// from the client); it is kept for tenant-salted prefix sharing.
+struct Request {
+  RequestId id = 0;  // 0: the engine assigns one (Submit reports it)
+  std::vector<int32_t> prompt;
+  SamplingParams params;
+  std::string tenant;
+};
+
+// Where a request is in the scheduler.
+enum class SeqPhase : uint8_t {
+  kWaiting,     // queued: holds no pages (new, or preempted and waiting to recompute)
+  kRunning,     // admitted: holds pages for every token it has computed or is about to compute
+  kExportHeld,  // prefill-only role: prefilled and first token sampled; pages kept for ExportKv
+};
+
+// One request's state. tokens = prompt followed by the tokens generated so far; kv.num_tokens of
+// them have their KV in the cache. The tokens still to feed are tokens[kv.num_tokens, size()).
+// A running request in decode has exactly one pending token (the last sampled one).
+struct Sequence {
+  Sequence(RequestId request, size_t page_tokens, kv::PageAllocator* allocator, kv::IntegrityTracker* tracker)
+      : id(request), table(request, page_tokens, allocator, tracker) {}
+
+  RequestId id;
+  std::vector<int32_t> tokens;
+  size_t prompt_len = 0;
+  SamplingParams params;
+  std::string tenant;
+  SeqPhase phase = SeqPhase::kWaiting;
+  // The block table holds the page references (and keeps the integrity manifest); kv.pages mirrors
+  // its page ids for the forward pass. table.num_tokens() is the reserved token count, >= kv.num_tokens.
+  kv::BlockTable table;
+  model::KvSequence kv;
+  uint64_t admit_order = 0;  // when it was last admitted; the latest admitted is preempted first
+  int64_t preemptions = 0;
+
+  size_t num_generated() const { return tokens.size() - prompt_len; }
+  size_t pending() const { return tokens.size() - static_cast<size_t>(kv.num_tokens); }
+};
+
+}  // namespace tandem::engine::runtime
