@@ -92,6 +92,11 @@ class Controllers:
             if res.key == CRDS:
                 store.registry.unregister_crd(meta["name"])
             return
+        # Act on the current state: later writes in this batch may have changed the object.
+        obj = store.find(res.key, meta.get("namespace", ""), meta["name"])
+        if obj is None:
+            return
+        meta = obj["metadata"]
         if res.key == CRDS:
             self._crd_added(store, res, obj)
         if res.key == NAMESPACES:
@@ -105,6 +110,12 @@ class Controllers:
             self._foreground_check(store, meta["uid"])
         if meta.get("deletionTimestamp"):
             return
+        if meta.get("ownerReferences") and (ev.prev is None or ev.prev["metadata"].get(
+                "ownerReferences") != ev.obj["metadata"].get("ownerReferences")):
+            # A new or re-owned object whose owners are all gone is garbage at once.
+            self._gc_check(store, (res.key, meta.get("namespace", ""), meta["name"]))
+            if store.find(res.key, meta.get("namespace", ""), meta["name"]) is not obj:
+                return
         if res.key == PODS:
             if not (obj.get("status") or {}).get("phase"):
                 new = copy.deepcopy(obj)

@@ -423,7 +423,9 @@ class Store:
         if propagation == "Foreground" and self.dependents.get(uid):
             if "foregroundDeletion" not in finalizers:
                 finalizers.append("foregroundDeletion")
-        if res.key == ("", "namespaces") and not old["metadata"].get("deletionTimestamp"):
+        if res.key == ("", "namespaces") and old["metadata"].get("deletionTimestamp"):
+            return old  # already terminating: the namespace reactor finishes it
+        if res.key == ("", "namespaces"):
             new = copy.deepcopy(old)
             new["metadata"]["deletionTimestamp"] = now_rfc3339(self.clock)
             new.setdefault("status", {})["phase"] = "Terminating"

@@ -344,6 +344,12 @@ class DeleteAndGcTest(SimTestCase):
         survivor = self.sim.ok("GET", CMS + "/survivor")
         self.assertNotIn("deletionTimestamp", survivor["metadata"], "one owner still exists")
 
+    def test_dangling_owner_is_collected(self):
+        ghost = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "ghost",
+                                                                     "uid": "no-such-uid"}}
+        self.sim.ok("POST", CMS, cm("dangling", owners=[ghost]))
+        self.assertEqual(self.sim.req("GET", CMS + "/dangling")[0], 404)
+
     def test_orphan(self):
         a = self.sim.ok("POST", MDEP, mdep("owner-o"))
         self.sim.ok("POST", CMS, cm("orphan-b", owners=[a]))
@@ -367,7 +373,16 @@ class DeleteAndGcTest(SimTestCase):
     def test_namespace_deletion_removes_contents(self):
         self.sim.ok("POST", "/api/v1/namespaces", {"metadata": {"name": "doomed"}})
         self.sim.ok("POST", "/api/v1/namespaces/doomed/configmaps", cm("x"))
+        self.sim.ok("POST", "/api/v1/namespaces/doomed/configmaps", cm("held",
+                                                                       finalizers=["x/y"]))
         self.sim.ok("DELETE", "/api/v1/namespaces/doomed")
+        ns = self.sim.ok("GET", "/api/v1/namespaces/doomed")
+        self.assertEqual(ns["status"]["phase"], "Terminating")
+        self.sim.ok("DELETE", "/api/v1/namespaces/doomed")  # again: still waits
+        code, st = self.sim.req("POST", "/api/v1/namespaces/doomed/configmaps", cm("late"))
+        self.assertEqual((code, st["reason"]), (403, "Forbidden"))
+        self.sim.ok("PATCH", "/api/v1/namespaces/doomed/configmaps/held",
+                    {"metadata": {"finalizers": None}}, "application/merge-patch+json")
         code, _ = self.sim.req("GET", "/api/v1/namespaces/doomed")
         self.assertEqual(code, 404)
         code, _ = self.sim.req("GET", "/api/v1/namespaces/doomed/configmaps/x")
