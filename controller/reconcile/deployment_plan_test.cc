@@ -1,0 +1,205 @@
+#include "controller/reconcile/deployment_plan.h"
+
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "controller/reconcile/apply.h"
+#include "controller/reconcile/engine_config.h"
+
+namespace tandem::controller::reconcile {
+namespace {
+
+// A ModelDeployment as the API server returns tiny-cpu.yaml (CRD defaults applied).
+json TinyCpu() {
+  return json::parse(R"({
+    "apiVersion": "tandem.dev/v1alpha1", "kind": "ModelDeployment",
+    "metadata": {"name": "tiny-cpu", "namespace": "ml", "uid": "uid-1", "generation": 1},
+    "spec": {
+      "model": {"name": "tandem/tiny", "dummy": {"preset": "tiny", "seed": 1}},
+      "router": {"replicas": 1, "port": 8000, "resources": {"requests": {"cpu": "100m"}}},
+      "prefill": {"replicas": 1, "tensorParallel": 1, "weights": "bf16", "kvCache": "bf16",
+                  "resources": {"requests": {"cpu": "500m"}, "limits": {"cpu": "2", "memory": "1Gi"}}},
+      "decode": {"replicas": 2, "tensorParallel": 1, "weights": "bf16", "kvCache": "bf16"},
+      "integrity": {"pageTags": true, "transferChecksum": true}
+    }})");
+}
+
+const json& Child(const DeploymentPlan& plan, const std::string& kind, const std::string& name) {
+  for (const DesiredObject& d : plan.children) {
+    if (d.object["kind"] == kind && d.object["metadata"]["name"] == name) return d.object;
+  }
+  static const json kNone;
+  ADD_FAILURE() << "no " << kind << " " << name;
+  return kNone;
+}
+
+TEST(PlanDeployment, TinyCpuMakesPoolsConfigAndRouter) {
+  StatusOr<DeploymentPlan> plan = PlanDeployment(TinyCpu());
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  std::vector<std::string> kinds;
+  for (const DesiredObject& d : plan->children) {
+    kinds.push_back(d.object["kind"].get<std::string>() + "/" +
+                    d.object["metadata"]["name"].get<std::string>());
+    // Every child is owned by the deployment, in its namespace, with the standard labels.
+    const json& meta = d.object["metadata"];
+    EXPECT_EQ(meta["namespace"], "ml");
+    ASSERT_EQ(meta["ownerReferences"].size(), 1u);
+    EXPECT_EQ(meta["ownerReferences"][0]["uid"], "uid-1");
+    EXPECT_EQ(meta["ownerReferences"][0]["controller"], true);
+    EXPECT_EQ(meta["ownerReferences"][0]["blockOwnerDeletion"], true);
+    EXPECT_EQ(meta["labels"]["app.kubernetes.io/managed-by"], "tandem-controller");
+    EXPECT_EQ(meta["labels"]["app.kubernetes.io/instance"], "tiny-cpu");
+    EXPECT_EQ(meta["labels"]["tandem.dev/deployment"], "tiny-cpu");
+  }
+  EXPECT_EQ(kinds, (std::vector<std::string>{"ConfigMap/tiny-cpu-config", "ModelPool/tiny-cpu-prefill",
+                                             "ModelPool/tiny-cpu-decode", "Deployment/tiny-cpu-router",
+                                             "Service/tiny-cpu"}));
+  const json& decode = Child(*plan, "ModelPool", "tiny-cpu-decode");
+  EXPECT_EQ(decode["metadata"]["labels"]["tandem.dev/pool"], "decode");
+  EXPECT_EQ(decode["spec"]["deploymentName"], "tiny-cpu");
+  EXPECT_EQ(decode["spec"]["role"], "decode");
+  EXPECT_EQ(decode["spec"]["replicas"], 2);
+  EXPECT_EQ(decode["spec"]["model"]["dummy"]["preset"], "tiny");
+  EXPECT_EQ(decode["spec"]["image"], std::string(kDefaultImage));
+  EXPECT_EQ(PrecisionSummary(plan->spec), "prefill=bf16/bf16 decode=bf16/bf16");
+}
+
+TEST(PlanDeployment, ConfigMapHoldsEachPoolsAgentConfig) {
+  json mdep = TinyCpu();
+  mdep["spec"]["decode"]["weights"] = "int4";
+  mdep["spec"]["decode"]["kvCache"] = "fp8_e4m3";
+  mdep["spec"]["decode"]["kvCacheMemory"] = "2Gi";
+  mdep["spec"]["integrity"]["pageTags"] = false;
+  StatusOr<DeploymentPlan> plan = PlanDeployment(mdep);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  const json& cm = Child(*plan, "ConfigMap", "tiny-cpu-config");
+  json decode = json::parse(cm["data"]["decode.yaml"].get<std::string>());
+  EXPECT_EQ(decode["role"], "decode");
+  EXPECT_EQ(decode["deployment"], "tiny-cpu");
+  EXPECT_EQ(decode["model"]["weights"], "int4");
+  EXPECT_EQ(decode["model"]["dummy"]["seed"], 1);
+  EXPECT_EQ(decode["kvCache"]["dtype"], "fp8_e4m3");
+  EXPECT_EQ(decode["kvCache"]["bytes"], 2147483648LL);
+  EXPECT_EQ(decode["integrity"]["pageTags"], false);
+  json prefill = json::parse(cm["data"]["prefill.yaml"].get<std::string>());
+  EXPECT_EQ(prefill["model"]["weights"], "bf16");
+  EXPECT_FALSE(prefill["kvCache"].contains("bytes"));
+  json router = json::parse(cm["data"]["router.yaml"].get<std::string>());
+  EXPECT_EQ(router["role"], "router");
+  EXPECT_EQ(router["listen"]["httpPort"], 8000);
+
+  // The content hash moves with the content, so the pods roll.
+  std::string hash = cm["metadata"]["annotations"]["tandem.dev/config-hash"];
+  mdep["spec"]["decode"]["weights"] = "fp8";
+  StatusOr<DeploymentPlan> changed = PlanDeployment(mdep);
+  ASSERT_TRUE(changed.ok());
+  EXPECT_NE(
+      Child(*changed, "ConfigMap", "tiny-cpu-config")["metadata"]["annotations"]["tandem.dev/config-hash"],
+      hash);
+  EXPECT_EQ(PrecisionSummary(changed->spec), "prefill=bf16/bf16 decode=fp8/fp8_e4m3");
+}
+
+TEST(PlanDeployment, RouterReferencesTheApiKeySecretWithoutCopyingIt) {
+  json mdep = TinyCpu();
+  mdep["spec"]["router"]["auth"] = {{"apiKeySecret", {{"name", "keys"}, {"key", "k"}}}};
+  mdep["spec"]["router"]["port"] = 8080;
+  StatusOr<DeploymentPlan> plan = PlanDeployment(mdep);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  for (const DesiredObject& d : plan->children) EXPECT_NE(d.object["kind"], "Secret");
+  const json& router = Child(*plan, "Deployment", "tiny-cpu-router");
+  const json& container = router["spec"]["template"]["spec"]["containers"][0];
+  bool found = false;
+  for (const json& env : container["env"]) {
+    if (env["name"] == "TANDEM_API_KEYS") {
+      EXPECT_EQ(env["valueFrom"]["secretKeyRef"], (json{{"name", "keys"}, {"key", "k"}}));
+      found = true;
+    }
+  }
+  EXPECT_TRUE(found);
+  EXPECT_EQ(container["args"], json::parse(R"(["--config", "/etc/tandem/router.yaml", "--role", "router"])"));
+  EXPECT_EQ(container["ports"][0]["containerPort"], 8080);
+  EXPECT_EQ(container["resources"]["requests"]["cpu"], "100m");
+  const json& service = Child(*plan, "Service", "tiny-cpu");
+  EXPECT_EQ(service["spec"]["ports"][0]["port"], 8080);
+  EXPECT_EQ(service["spec"]["selector"], router["spec"]["selector"]["matchLabels"]);
+  EXPECT_EQ(Contains(router["spec"]["template"]["metadata"]["labels"], service["spec"]["selector"]), true);
+}
+
+TEST(PlanDeployment, AutoscaledPoolReplicasAreSetOnlyAtCreation) {
+  json mdep = TinyCpu();
+  mdep["spec"]["decode"]["autoscaling"] = {{"enabled", true}, {"minReplicas", 1}, {"maxReplicas", 4}};
+  StatusOr<DeploymentPlan> plan = PlanDeployment(mdep);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  for (const DesiredObject& d : plan->children) {
+    bool autoscaled = d.object["metadata"]["name"] == "tiny-cpu-decode";
+    EXPECT_EQ(d.create_only,
+              autoscaled ? std::vector<std::string>{"/spec/replicas"} : std::vector<std::string>{});
+  }
+}
+
+struct InvalidCase {
+  const char* name;
+  const char* patch;  // JSON merge patch applied to TinyCpu()
+  const char* error;  // expected substring
+};
+
+class PlanDeploymentInvalid : public testing::TestWithParam<InvalidCase> {};
+
+TEST_P(PlanDeploymentInvalid, IsRejectedWithTheField) {
+  json mdep = TinyCpu();
+  mdep.merge_patch(json::parse(GetParam().patch));
+  StatusOr<DeploymentPlan> plan = PlanDeployment(mdep);
+  ASSERT_FALSE(plan.ok());
+  EXPECT_EQ(plan.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(plan.status().message().find(GetParam().error), std::string::npos) << plan.status().message();
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Table, PlanDeploymentInvalid,
+    testing::Values(
+        InvalidCase{"NoUid", R"({"metadata": {"uid": null}})", "metadata.uid"},
+        InvalidCase{"DottedName", R"({"metadata": {"name": "tiny.cpu"}})", "DNS-1035"},
+        InvalidCase{"LeadingDigit", R"({"metadata": {"name": "7b"}})", "DNS-1035"},
+        InvalidCase{"LongName", R"({"metadata": {"name": "a123456789012345678901234567890123456789012345"}})",
+                    "longer than 44"},
+        InvalidCase{"NoSpec", R"({"spec": null})", "spec: missing"},
+        InvalidCase{"PathAndDummy", R"({"spec": {"model": {"path": "/models/x"}}})", "exactly one of path"},
+        InvalidCase{"NeitherPathNorDummy", R"({"spec": {"model": {"dummy": null}}})", "exactly one of path"},
+        InvalidCase{"PathOutsideVolume",
+                    R"({"spec": {"model": {"dummy": null, "path": "/data/x",
+                        "volume": {"hostPath": {"path": "/srv"}, "mountPath": "/models"}}}})",
+                    "must lie under"},
+        InvalidCase{"TensorParallelSix", R"({"spec": {"decode": {"tensorParallel": 6}}})",
+                    "spec.decode.tensorParallel: 6"},
+        InvalidCase{
+            "GpusDisagree",
+            R"({"spec": {"decode": {"tensorParallel": 8, "resources": {"limits": {"nvidia.com/gpu": 4}}}}})",
+            "asks for 4 GPUs per pod but tensorParallel is 8"},
+        InvalidCase{"GpuFraction",
+                    R"({"spec": {"prefill": {"resources": {"limits": {"nvidia.com/gpu": "0.5"}}}}})",
+                    "want a whole number"},
+        InvalidCase{"UnknownWeights", R"({"spec": {"prefill": {"weights": "fp16"}}})",
+                    "spec.prefill.weights"},
+        InvalidCase{"UnknownKvCache", R"({"spec": {"decode": {"kvCache": "fp8"}}})", "spec.decode.kvCache"},
+        InvalidCase{"RouterOnMetricsPort", R"({"spec": {"router": {"port": 9400}}})", "clashes"},
+        InvalidCase{"BadKvMemory", R"({"spec": {"decode": {"kvCacheMemory": "lots"}}})",
+                    "spec.decode.kvCacheMemory"},
+        InvalidCase{"ReplicasNotANumber", R"({"spec": {"decode": {"replicas": "two"}}})",
+                    "spec.decode.replicas: want an integer"}),
+    [](const testing::TestParamInfo<InvalidCase>& info) { return std::string(info.param.name); });
+
+TEST(ParseQuantityBytes, Suffixes) {
+  EXPECT_EQ(*ParseQuantityBytes(json("40Gi")), 40LL << 30);
+  EXPECT_EQ(*ParseQuantityBytes(json("512M")), 512'000'000);
+  EXPECT_EQ(*ParseQuantityBytes(json("1.5Ki")), 1536);
+  EXPECT_EQ(*ParseQuantityBytes(json(1024)), 1024);
+  EXPECT_FALSE(ParseQuantityBytes(json("1.2.3")).ok());
+  EXPECT_FALSE(ParseQuantityBytes(json("-1")).ok());
+  EXPECT_FALSE(ParseQuantityBytes(json("9Ei")).ok());
+  EXPECT_FALSE(ParseQuantityBytes(json(true)).ok());
+}
+
+}  // namespace
+}  // namespace tandem::controller::reconcile

@@ -1,0 +1,80 @@
+#pragma once
+// ModelDeployment and ModelPool specs (crds/) read into plain structs, with the checks the CRD
+// schema cannot make (names that would not fit the children, GPU requests that disagree with
+// tensorParallel, port clashes, quantities). Pure: no I/O.
+
+#include <cstdint>
+#include <string>
+
+#include "common/status.h"
+#include "controller/reconcile/objects.h"
+
+namespace tandem::controller::reconcile {
+
+// What both kinds carry: the model, integrity settings and the agent image.
+struct CommonSpec {
+  std::string model_name;    // served model name (the OpenAI `model` field)
+  std::string model_path;    // checkpoint directory inside the pod; "" with a dummy model
+  json model_volume;         // the CRD's volume block ({persistentVolumeClaim|hostPath, mountPath}) or null
+  std::string dummy_preset;  // set instead of model_path for random weights
+  int64_t dummy_seed = 0;
+  bool page_tags = true;
+  bool transfer_checksum = true;
+  std::string image;                        // resolved: the spec's, else PlanOptions::default_image
+  std::string image_pull_policy;            // "" : the cluster default
+  json image_pull_secrets = json::array();  // [{name}], referenced, never copied
+};
+
+struct PoolSpec {
+  std::string role;  // "prefill" | "decode"
+  int64_t replicas = 1;
+  int64_t tensor_parallel = 1;
+  std::string weights = "bf16";     // bf16 | fp8 | int4
+  std::string kv_cache = "bf16";    // bf16 | fp8_e4m3
+  json kv_cache_memory;             // the Quantity as given, or null
+  int64_t kv_cache_bytes = 0;       // kv_cache_memory in bytes; 0 when unset
+  json resources = json::object();  // {requests, limits} as given
+  json node_selector = json::object();
+  json autoscaling;  // as given; null when absent
+  bool autoscaling_enabled = false;
+  int64_t gpus = 0;  // nvidia.com/gpu per pod: tensorParallel when the resources mention GPUs, else 0
+};
+
+struct DeploymentSpec {
+  std::string name;
+  std::string ns;
+  CommonSpec common;
+  int64_t router_replicas = 1;
+  int64_t router_port = kHttpPort;
+  json router_resources = json::object();
+  std::string api_key_secret;  // Secret name; "" when the router runs without API keys
+  std::string api_key_key = "api-key";
+  PoolSpec prefill;
+  PoolSpec decode;
+};
+
+// A ModelPool read back (the deployment planner writes these; users may too).
+struct ModelPoolSpec {
+  std::string name;
+  std::string ns;
+  std::string deployment_name;
+  CommonSpec common;
+  PoolSpec pool;
+};
+
+struct PlanOptions {
+  std::string default_image = std::string(kDefaultImage);  // tandem-controller --agent-image
+};
+
+// Reads and checks a ModelDeployment. InvalidArgument names the field at fault:
+// "spec.decode.resources: asks for 4 GPUs per pod but tensorParallel is 8".
+StatusOr<DeploymentSpec> ParseDeploymentSpec(const json& mdep, const PlanOptions& options = {});
+
+// Reads and checks a ModelPool.
+StatusOr<ModelPoolSpec> ParseModelPoolSpec(const json& pool, const PlanOptions& options = {});
+
+// A resource.Quantity ("40Gi", "512M", "1.5Gi", 1024) in bytes. InvalidArgument when malformed,
+// negative or beyond int64.
+StatusOr<int64_t> ParseQuantityBytes(const json& quantity);
+
+}  // namespace tandem::controller::reconcile

@@ -1,0 +1,121 @@
+#include "controller/reconcile/deployment_status.h"
+
+#include "controller/reconcile/conditions.h"
+
+namespace tandem::controller::reconcile {
+namespace {
+
+struct Part {
+  std::string name;  // "prefill", "decode", "router"
+  int64_t desired = 0;
+  int64_t replicas = 0;
+  int64_t ready = 0;
+  bool current = false;  // the part exists and its status is for its current spec
+  bool is_ready = false;
+  std::string degraded_reason;  // a pool's Degraded reason when True
+  std::string degraded_message;
+
+  json Summary() const {
+    return json{{"replicas", replicas},
+                {"readyReplicas", ready},
+                {"ready", std::to_string(ready) + "/" + std::to_string(desired)}};
+  }
+};
+
+Part PoolPart(std::string name, const json& mdep, const json* pool) {
+  Part p;
+  p.name = std::move(name);
+  FieldReader d(mdep);
+  p.desired = d.Int("/spec/" + p.name + "/replicas", 1);
+  if (pool == nullptr) return p;
+  FieldReader r(*pool);
+  p.desired = r.Int("/spec/replicas", p.desired);  // the autoscaler may have moved it
+  p.replicas = r.Int("/status/replicas", 0);
+  p.ready = r.Int("/status/readyReplicas", 0);
+  p.current = r.Int("/status/observedGeneration", -1) == r.Int("/metadata/generation", 0);
+  json status = pool->value("status", json::object());
+  p.is_ready = p.current && ConditionIsTrue(status, kReady);
+  if (p.current && ConditionIsTrue(status, kDegraded)) {
+    const json* c = FindCondition(status, kDegraded);
+    p.degraded_reason = c->value("reason", std::string(kReasonInsufficientCapacity));
+    p.degraded_message = p.name + ": " + c->value("message", "");
+  }
+  return p;
+}
+
+Part RouterPart(const json& mdep, const json* router) {
+  Part p;
+  p.name = "router";
+  p.desired = FieldReader(mdep).Int("/spec/router/replicas", 1);
+  if (router == nullptr) return p;
+  FieldReader r(*router);
+  p.replicas = r.Int("/status/replicas", 0);
+  p.ready = r.Int("/status/readyReplicas", 0);
+  p.current = r.Int("/status/observedGeneration", 0) >= r.Int("/metadata/generation", 0) &&
+              r.Int("/spec/replicas", 1) == p.desired;
+  p.is_ready = p.current && p.ready >= p.desired && r.Int("/status/updatedReplicas", p.ready) >= p.desired;
+  return p;
+}
+
+}  // namespace
+
+json ComputeDeploymentStatus(const DeploymentObservation& o, std::string_view now) {
+  const json& mdep = *o.deployment;
+  int64_t generation = FieldReader(mdep).Int("/metadata/generation", 0);
+  std::vector<Part> parts = {PoolPart("prefill", mdep, o.prefill), PoolPart("decode", mdep, o.decode),
+                             RouterPart(mdep, o.router)};
+
+  std::vector<Condition> conditions;
+  if (!o.plan.ok()) {
+    conditions = {{std::string(kReady), false, std::string(kReasonInvalidSpec), o.plan.message()},
+                  {std::string(kProgressing), false, std::string(kReasonInvalidSpec), o.plan.message()},
+                  {std::string(kDegraded), true, std::string(kReasonInvalidSpec), o.plan.message()}};
+  } else {
+    bool all_ready = true, all_current = true;
+    std::string not_ready, stale, capacity;
+    const Part* degraded = nullptr;
+    for (const Part& p : parts) {
+      if (!p.is_ready)
+        not_ready += (not_ready.empty() ? "" : ", ") + p.name + " " + p.Summary()["ready"].get<std::string>();
+      if (!p.current) stale += (stale.empty() ? "" : ", ") + p.name;
+      all_ready = all_ready && p.is_ready;
+      all_current = all_current && p.current;
+      if (!p.degraded_reason.empty() && degraded == nullptr) degraded = &p;
+    }
+    bool no_capacity = degraded != nullptr && degraded->degraded_reason == kReasonInsufficientCapacity;
+    if (all_ready) {
+      conditions.push_back({std::string(kReady), true, std::string(kReasonAllPoolsReady),
+                            "prefill, decode and router are ready"});
+    } else if (no_capacity) {
+      conditions.push_back(
+          {std::string(kReady), false, std::string(kReasonInsufficientCapacity), degraded->degraded_message});
+    } else {
+      conditions.push_back(
+          {std::string(kReady), false, std::string(kReasonPodsNotReady), "not ready: " + not_ready});
+    }
+    conditions.push_back(
+        all_current ? Condition{std::string(kProgressing), false, std::string(kReasonRolloutComplete),
+                                "every pool runs the current spec"}
+                    : Condition{std::string(kProgressing), true, std::string(kReasonRolloutInProgress),
+                                "rolling out: " + stale});
+    if (!o.not_owned.empty()) {
+      std::string m = "refusing to adopt objects owned by someone else:";
+      for (const std::string& n : o.not_owned) m += " " + n;
+      conditions.push_back({std::string(kDegraded), true, std::string(kReasonResourceNotOwned), m});
+    } else if (degraded != nullptr) {
+      conditions.push_back(
+          {std::string(kDegraded), true, degraded->degraded_reason, degraded->degraded_message});
+    } else {
+      conditions.push_back({std::string(kDegraded), false, std::string(kReasonAsExpected), "no faults"});
+    }
+  }
+  json status = {{"observedGeneration", generation},
+                 {"prefill", parts[0].Summary()},
+                 {"decode", parts[1].Summary()},
+                 {"router", parts[2].Summary()},
+                 {"conditions", MergeConditions(StoredConditions(mdep), conditions, generation, now)}};
+  if (!o.precision.empty()) status["precision"] = o.precision;
+  return status;
+}
+
+}  // namespace tandem::controller::reconcile
