@@ -6,6 +6,7 @@ import json
 import logging
 import socketserver
 import ssl
+import sys
 import time
 import urllib.parse
 
@@ -38,6 +39,12 @@ class ApiServer(socketserver.ThreadingMixIn, http.server.HTTPServer):
             sock = self.tls_context.wrap_socket(sock, server_side=True,
                                                 do_handshake_on_connect=False)
         return sock, addr
+
+    def handle_error(self, request, client_address):
+        exc = sys.exc_info()[1]
+        if isinstance(exc, (ConnectionError, ssl.SSLError, TimeoutError)):
+            return  # a client that went away
+        logging.exception("kube-sim: request from %s failed", client_address)
 
     def finish_request(self, request, client_address):
         if self.tls_context is not None:

@@ -5,9 +5,11 @@ through the official Kubernetes Python client."""
 
 import json
 import os
+import random
 import shutil
 import sys
 import tempfile
+import threading
 import time
 import unittest
 
@@ -654,6 +656,81 @@ class FaultsTest(SimTestCase):
         st = self.sim.ok("GET", "/sim/stats")
         self.assertEqual(st["by_user_agent"]["leader-b"], {"update": 1})
         self.assertEqual(st["by_code"]["404"], 1)
+
+
+class ConsistencyUnderFaultsTest(SimTestCase):
+    """Six writers (create/patch/delete/status, 30% injected conflicts) and an informer-style
+    reader (list, then watch from the list's resourceVersion; relist on 410, resume after cut
+    streams): once the writers stop and the reader has caught up, its cache equals the server."""
+    ARGS = ("--faults", json.dumps({"conflict_percent": 30, "gone_every_events": 40,
+                                    "drop_watch_percent": 3, "seed": 5}),
+            "--history", "150", "--bookmark-interval", "0.1")
+
+    def writer(self, seed, errors):
+        rng = random.Random(seed)
+        c = SimProcess.__new__(SimProcess)
+        c.__dict__.update(self.sim.__dict__)
+        c._conn = None
+        for _ in range(150):
+            name = "cons%d" % rng.randrange(20)
+            op = rng.random()
+            if op < 0.3:
+                code, _ = c.req("POST", MDEP, mdep(name))
+            elif op < 0.6:
+                code, _ = c.req("PATCH", MDEP + "/" + name, {"spec": {"decode": {
+                    "replicas": rng.randrange(5)}}}, "application/merge-patch+json")
+            elif op < 0.75:
+                code, _ = c.req("DELETE", MDEP + "/" + name)
+            else:
+                code, obj = c.req("GET", MDEP + "/" + name)
+                if code == 200:
+                    obj["status"] = {"observedGeneration": obj["metadata"]["generation"]}
+                    code, _ = c.req("PUT", MDEP + "/" + name + "/status", obj)
+            if code >= 500 or code in (400, 422):
+                errors.append(code)
+        if c._conn is not None:
+            c._conn.close()
+
+    def test_informer_cache_matches_server(self):
+        errors = []
+        writers = [threading.Thread(target=self.writer, args=(k, errors)) for k in range(6)]
+        for w in writers:
+            w.start()
+        cache, rv, relists, target = {}, None, 0, None
+        while target is None or rv is None or int(rv) < target:
+            if rv is None:
+                lst = self.sim.ok("GET", MDEP)
+                relists += 1
+                rv = lst["metadata"]["resourceVersion"]
+                cache = {o["metadata"]["name"]: o["metadata"]["resourceVersion"]
+                         for o in lst["items"]}
+            w = WatchStream(self.sim, MDEP + "?watch=1&allowWatchBookmarks=true&timeoutSeconds=5"
+                            "&resourceVersion=" + rv)
+            while target is None or int(rv) < target:
+                ev = w.next()
+                if ev is None:
+                    break  # cut or timed out: resume from rv
+                if ev["type"] == "ERROR":
+                    self.assertEqual(ev["object"]["code"], 410)
+                    rv = None  # relist
+                    break
+                rv = ev["object"]["metadata"]["resourceVersion"]
+                name = ev["object"]["metadata"].get("name")
+                if ev["type"] == "DELETED":
+                    cache.pop(name, None)
+                elif ev["type"] != "BOOKMARK":
+                    cache[name] = rv
+                if target is None and not any(t.is_alive() for t in writers):
+                    target = int(self.sim.ok("GET", MDEP)["metadata"]["resourceVersion"])
+            w.close()
+            if target is None and not any(t.is_alive() for t in writers):
+                target = int(self.sim.ok("GET", MDEP)["metadata"]["resourceVersion"])
+        server = {o["metadata"]["name"]: o["metadata"]["resourceVersion"]
+                  for o in self.sim.ok("GET", MDEP)["items"]}
+        self.assertEqual(errors, [])
+        self.assertEqual(cache, server)
+        self.assertGreater(relists, 1, "the injected 410s forced relists")
+        self.assertGreater(self.sim.ok("GET", "/sim/stats")["by_code"].get("409", 0), 0)
 
 
 @unittest.skipIf(shutil.which("openssl") is None, "no openssl CLI to make test certificates")
