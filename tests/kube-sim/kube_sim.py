@@ -61,7 +61,7 @@ def make_tls_context(cert, key, client_ca, token):
 
 def serve(sim, host, port, tls_context=None):
     """Starts the server in a thread; returns it (server.server_address has the bound port)."""
-    server = sim_http.ApiServer((host, port), sim, tls_context)
+    server = sim_http.ApiServer((host, port), sim, tls_context, ipv6=":" in host)
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.2},
                               daemon=True)
     thread.start()

@@ -4,18 +4,18 @@
 import http.server
 import json
 import logging
+import socket
 import socketserver
 import ssl
 import sys
-import time
 import urllib.parse
 
 import sim_errors
 import sim_patch
-import sim_resources
 import sim_selectors
 import sim_table
 from sim_errors import ApiError
+from sim_watch import WatchMixin, view
 
 VERSION = {"major": "1", "minor": "32", "gitVersion": "v1.32.0-kube-sim", "gitCommit": "kube-sim",
            "gitTreeState": "clean", "buildDate": "2026-01-01T00:00:00Z", "goVersion": "go1.23",
@@ -28,7 +28,9 @@ class ApiServer(socketserver.ThreadingMixIn, http.server.HTTPServer):
     allow_reuse_address = True
     request_queue_size = 128
 
-    def __init__(self, addr, sim, tls_context=None):
+    def __init__(self, addr, sim, tls_context=None, ipv6=False):
+        if ipv6:
+            self.address_family = socket.AF_INET6
         self.sim = sim
         self.tls_context = tls_context
         super().__init__(addr, Handler)
@@ -86,15 +88,6 @@ def _parse_path(registry, path):
     return res, version, ns, name, sub, watch
 
 
-def _view(res, version, obj):
-    api_version = res.api_version(version)
-    if obj.get("apiVersion") == api_version:
-        return obj
-    out = dict(obj)
-    out["apiVersion"] = api_version
-    return out
-
-
 def _get_path(obj, path):
     cur = obj
     for p in [p for p in path.split(".") if p]:
@@ -128,7 +121,7 @@ def _to_scale(res, obj):
             "spec": {"replicas": _get_path(obj, sc["spec"]) or 0}, "status": status}
 
 
-class Handler(http.server.BaseHTTPRequestHandler):
+class Handler(WatchMixin, http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "kube-sim/1"
     disable_nagle_algorithm = True  # headers and body go out as separate writes
@@ -339,7 +332,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             obj = store.get(res, ns, name)
             if sub == "scale":
                 return self._send_json(200, _to_scale(res, obj))
-            obj = _view(res, version, obj)
+            obj = view(res, version, obj)
             if self._wants_table():
                 return self._send_json(200, sim_table.table(
                     res, version, [obj], store.clock(),
@@ -353,31 +346,31 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if verb == "create":
             body = self._json_body(raw)
             obj = store.create(res, ns, body, dry_run=dry_run)
-            return self._send_json(201, _view(res, version, obj))
+            return self._send_json(201, view(res, version, obj))
         if verb == "update":
             body = self._json_body(raw)
             if sub == "scale":
                 return self._scale_write(res, ns, name, lambda s: body, dry_run)
             obj = store.update(res, ns, name, body, subresource=sub or None, dry_run=dry_run)
-            return self._send_json(200, _view(res, version, obj))
+            return self._send_json(200, view(res, version, obj))
         if verb == "patch":
             patcher = self._patcher(res, raw)
             if sub == "scale":
                 return self._scale_write(res, ns, name, patcher, dry_run)
             obj = store.mutate(res, ns, name, patcher, subresource=sub or None, dry_run=dry_run)
-            return self._send_json(200, _view(res, version, obj))
+            return self._send_json(200, view(res, version, obj))
         if verb == "delete":
             opts = self._delete_options(raw, query)
             obj = store.delete(res, ns, name, opts.get("propagationPolicy"),
                                opts.get("preconditions"), dry_run=dry_run)
-            return self._send_json(200, _view(res, version, obj))
+            return self._send_json(200, view(res, version, obj))
         if verb == "deletecollection":
             opts = self._delete_options(raw, query)
             pred = self._predicate(query)
             deleted = []
             for obj in store.list(res, ns, pred)[0]:
                 try:
-                    deleted.append(_view(res, version, store.delete(
+                    deleted.append(view(res, version, store.delete(
                         res, obj["metadata"].get("namespace", ""), obj["metadata"]["name"],
                         opts.get("propagationPolicy"), dry_run=dry_run)))
                 except ApiError as e:
@@ -466,141 +459,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if cont:
             meta["continue"] = cont
             meta["remainingItemCount"] = remaining
-        items = [_view(res, version, o) for o in items]
+        items = [view(res, version, o) for o in items]
         if self._wants_table():
             return self._send_json(200, sim_table.table(res, version, items, store.clock(), meta,
                                                         query.get("includeObject", "Metadata")))
         return self._send_json(200, {"kind": res.kind + "List", "apiVersion":
                                      res.api_version(version), "metadata": meta, "items": items})
-
-    # ---- watch ---------------------------------------------------------------------------------
-    def _chunk(self, obj):
-        data = json.dumps(obj, separators=(",", ":")).encode() + b"\n"
-        self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
-        self.wfile.flush()
-
-    def _watch(self, res, version, ns, name, query):
-        sim = self.server.sim
-        store = sim.store
-        pred = self._predicate(query)
-        if name:
-            base = pred
-            pred = lambda o: o["metadata"]["name"] == name and base(o)  # noqa: E731
-        try:
-            timeout = float(query.get("timeoutSeconds") or 1800)
-        except ValueError:
-            raise ApiError(400, "timeoutSeconds must be a number")
-        bookmarks = query.get("allowWatchBookmarks") in ("true", "1")
-        table = self._wants_table()
-        rv_param = query.get("resourceVersion", "")
-        initial, error = [], None
-        with store.cond:
-            if rv_param in ("", "0"):
-                initial = [o for o in store.items(res.key, (ns or None) if res.namespaced else None)
-                           if pred(o)]
-                last = store.rv
-            else:
-                try:
-                    last = int(rv_param)
-                except ValueError:
-                    raise ApiError(400, "resourceVersion must be an integer")
-                try:
-                    store.events_since(last)
-                except ApiError as e:
-                    error = e
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Transfer-Encoding", "chunked")
-        self.send_header("Cache-Control", "no-cache, private")
-        self.end_headers()
-        self._code = 200
-        deadline = time.monotonic() + timeout
-        sent = 0
-
-        def wrap(obj):
-            obj = _view(res, version, obj)
-            if table:
-                return sim_table.table(res, version, [obj], store.clock(),
-                                       {"resourceVersion": obj["metadata"]["resourceVersion"]})
-            return obj
-
-        def send(type_, obj):
-            nonlocal sent
-            self._chunk({"type": type_, "object": obj})
-            sent += 1
-            if sim.faults.gone_every and sent % sim.faults.gone_every == 0:
-                self._chunk({"type": "ERROR", "object": sim_errors.gone(
-                    "too old resource version (injected after %d events)" % sent).status()})
-                return "end"
-            if sim.faults.drop_watch():
-                return "drop"
-            return None
-
-        try:
-            if error is not None:
-                self._chunk({"type": "ERROR", "object": error.status()})
-                return self._end_stream()
-            for obj in initial:
-                action = send("ADDED", wrap(obj))
-                if action:
-                    return self._end_stream(action == "drop")
-            next_bookmark = time.monotonic() + sim.bookmark_interval
-            while True:
-                now = time.monotonic()
-                if now >= deadline:
-                    return self._end_stream()
-                with store.cond:
-                    if store.closed:
-                        return self._end_stream()
-                    try:
-                        events = store.events_since(last)
-                        if not events:
-                            wait = min(deadline, next_bookmark if bookmarks else deadline) - now
-                            store.cond.wait(max(0.0, min(wait, 1.0)))
-                            events = store.events_since(last) if not store.closed else []
-                    except ApiError as e:
-                        events, error = [], e
-                    last = store.rv
-                if error is not None:
-                    self._chunk({"type": "ERROR", "object": error.status()})
-                    return self._end_stream()
-                for ev in events:
-                    if ev.res_key != res.key or (res.namespaced and ns and ev.namespace != ns):
-                        continue
-                    # A selector watch sees an object entering the selection as ADDED and one
-                    # leaving it as DELETED, as the API server's watch cache reports them.
-                    now_in = pred(ev.obj)
-                    was_in = ev.prev is not None and pred(ev.prev)
-                    if ev.type == "MODIFIED" and now_in != was_in:
-                        type_ = "ADDED" if now_in else "DELETED"
-                    elif ev.type == "DELETED":
-                        type_ = ev.type if was_in or now_in else None
-                    else:
-                        type_ = ev.type if now_in else None
-                    if type_ is None:
-                        continue
-                    action = send(type_, wrap(ev.obj))
-                    if action:
-                        return self._end_stream(action == "drop")
-                if bookmarks and time.monotonic() >= next_bookmark:
-                    next_bookmark = time.monotonic() + sim.bookmark_interval
-                    self._chunk({"type": "BOOKMARK", "object": {
-                        "kind": res.kind, "apiVersion": res.api_version(version),
-                        "metadata": {"resourceVersion": str(last)}}})
-        except (BrokenPipeError, ConnectionResetError, ssl.SSLError, OSError):
-            self.close_connection = True
-        return None
-
-    def _end_stream(self, drop=False):
-        if drop:
-            # Cut the connection mid-stream: no closing chunk, the client sees a dropped watch.
-            self.close_connection = True
-            try:
-                self.wfile.flush()
-                self.connection.shutdown(2)
-            except OSError:
-                pass
-            return None
-        self.wfile.write(b"0\r\n\r\n")
-        self.wfile.flush()
-        return None

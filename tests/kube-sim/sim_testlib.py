@@ -4,7 +4,6 @@ import http.client
 import json
 import os
 import signal
-import ssl
 import subprocess
 import sys
 import tempfile
