@@ -81,6 +81,17 @@ class KubectlTest(unittest.TestCase):
         self.assertEqual(out.count("created"), len(names), out)
         got = json.loads(self.kubectl("get", "mdep", "-o", "json").stdout)
         self.assertEqual(len(got["items"]), len(names))
+        # Re-applying a changed file is a three-way merge patch: the spec change bumps generation.
+        self.kubectl("apply", "--validate=false", "-f", "-", stdin=TINY % ("kc-apply", "bf16"))
+        out = self.kubectl("apply", "--validate=false", "-f", "-",
+                           stdin=TINY % ("kc-apply", "fp8")).stdout
+        self.assertIn("modeldeployment.tandem.dev/kc-apply configured", out)
+        obj = self.sim.ok("GET", MDEP + "/kc-apply")
+        self.assertEqual((obj["spec"]["prefill"]["weights"], obj["metadata"]["generation"]),
+                         ("fp8", 2))
+        out = self.kubectl("apply", "--validate=false", "-f", "-",
+                           stdin=TINY % ("kc-apply", "fp8")).stdout
+        self.assertIn("unchanged", out)
 
     def test_2_create_get_columns_yaml_delete(self):
         self.apply_crds()
