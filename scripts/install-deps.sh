@@ -20,6 +20,8 @@ PACKAGES=(
   nlohmann-json3-dev
   # tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev
+  # promtool: controller_metrics_test lints the controller's /metrics with `promtool check metrics`
+  prometheus
 )
 
 missing=()
