@@ -36,9 +36,11 @@ class WatchMixin:
             base = pred
             pred = lambda o: o["metadata"]["name"] == name and base(o)  # noqa: E731
         try:
-            timeout = float(query.get("timeoutSeconds") or 1800)
+            timeout = float(query.get("timeoutSeconds") or 0)
         except ValueError:
             raise ApiError(400, "timeoutSeconds must be a number")
+        if timeout <= 0:
+            timeout = 1800.0
         bookmarks = query.get("allowWatchBookmarks") in ("true", "1")
         table = self._wants_table()
         rv_param = query.get("resourceVersion", "")
@@ -110,6 +112,7 @@ class WatchMixin:
                     except ApiError as e:
                         events, error = [], e
                     last = store.rv
+                    unserved = res.key not in store.registry.by_key  # its CRD was deleted
                 if error is not None:
                     self._chunk({"type": "ERROR", "object": error.status()})
                     return self._end_stream()
@@ -131,6 +134,8 @@ class WatchMixin:
                     action = send(type_, wrap(ev.obj))
                     if action:
                         return self._end_stream(action == "drop")
+                if unserved:
+                    return self._end_stream()
                 if bookmarks and time.monotonic() >= next_bookmark:
                     next_bookmark = time.monotonic() + sim.bookmark_interval
                     self._chunk({"type": "BOOKMARK", "object": {

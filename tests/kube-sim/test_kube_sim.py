@@ -408,7 +408,14 @@ class DeleteAndGcTest(SimTestCase):
                                                             "metadata": {"name": "w"}})
         code, _ = self.sim.req("GET", "/apis/example.com/v1/widgets/w/status")
         self.assertEqual(code, 404, "no status subresource on this CRD")
+        w = WatchStream(self.sim, "/apis/example.com/v1/widgets?watch=1&resourceVersion=" +
+                        self.sim.ok("GET", "/apis/example.com/v1/widgets")["metadata"][
+                            "resourceVersion"])
         self.sim.ok("DELETE", CRDS + "/widgets.example.com")
+        evs = w.events()  # the objects' deletions, then the stream ends with its resource
+        self.assertEqual([(e["type"], e["object"]["metadata"]["name"]) for e in evs],
+                         [("DELETED", "w")])
+        self.assertFalse(w.cut)
         code, _ = self.sim.req("GET", "/apis/example.com/v1/widgets")
         self.assertEqual(code, 404)
         code, _ = self.sim.req("GET", CRDS + "/widgets.example.com")
