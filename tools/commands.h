@@ -11,5 +11,6 @@ int RunVersion(const std::vector<std::string>& args);
 int RunDemo(const std::vector<std::string>& args);
 int RunQuantize(const std::vector<std::string>& args);
 int RunMakeModel(const std::vector<std::string>& args);
+int RunGenerate(const std::vector<std::string>& args);
 
 }  // namespace tandem::tools

@@ -22,6 +22,8 @@ constexpr Subcommand kSubcommands[] = {
      tandem::tools::RunQuantize},
     {"make-model", "a deterministic random tiny model with a trained BPE vocabulary (Kimi K2 layout)",
      tandem::tools::RunMakeModel},
+    {"generate", "one prompt through the serving engine on a model directory, streamed to stdout",
+     tandem::tools::RunGenerate},
 };
 
 void Usage(FILE* out) {
