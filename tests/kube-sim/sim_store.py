@@ -13,12 +13,14 @@ import collections
 import copy
 import datetime
 import json
+import logging
 import random
 import threading
 import uuid
 
 import sim_defaults
 import sim_errors
+import sim_validation
 from sim_errors import ApiError
 
 _NAME_CHARS = "bcdfghjklmnpqrstvwxz2456789"
@@ -129,7 +131,10 @@ class Store:
                         break
                     batch, self._pending = self._pending, []
                     for reactor in self.reactors:
-                        reactor(self, batch)
+                        try:
+                            reactor(self, batch)
+                        except Exception:  # the write stands; a simulator bug is only logged
+                            logging.exception("kube-sim: a simulated controller failed")
         finally:
             self._depth -= 1
             self.cond.release()
@@ -216,8 +221,9 @@ class Store:
             else:
                 meta.pop("namespace", None)
             if not meta.get("name"):
-                if not meta.get("generateName"):
-                    raise ApiError(422, "name or generateName is required", reason="Invalid")
+                if not meta.get("generateName") or not isinstance(meta["generateName"], str):
+                    raise sim_errors.invalid(res, "", [
+                        "metadata.name: Required value: name or generateName is required"])
                 for _ in range(100):
                     meta["name"] = meta["generateName"] + "".join(
                         self.rng.choice(_NAME_CHARS) for _ in range(5))
@@ -228,7 +234,8 @@ class Store:
             if res.crd and res.crd["metadata"].get("deletionTimestamp"):
                 raise ApiError(405, "%s is being deleted" % res.qualified(),
                                reason="MethodNotAllowed")
-            version = (obj.get("apiVersion") or "").rsplit("/", 1)[-1]
+            api = obj.get("apiVersion")
+            version = api.rsplit("/", 1)[-1] if isinstance(api, str) else ""
             obj["apiVersion"] = res.api_version(version if version in res.versions
                                                 else res.versions[0])
             obj["kind"] = res.kind
@@ -273,6 +280,10 @@ class Store:
                     raise sim_errors.invalid(res, obj["metadata"]["name"], [
                         "spec.clusterIP: Invalid value: %r: field is immutable"
                         % (obj.get("spec") or {}).get("clusterIP")])
+        errors = sim_validation.metadata_errors(res, obj) + sim_validation.workload_errors(
+            res, obj)
+        if errors:
+            raise sim_errors.invalid(res, obj["metadata"].get("name", ""), errors)
         errors = res.admit(obj, old)
         if errors:
             raise sim_errors.invalid(res, obj["metadata"].get("name", ""), errors)
@@ -307,7 +318,8 @@ class Store:
                 new.pop("status", None)
         else:
             new = copy.deepcopy(body)
-            new["apiVersion"] = old["apiVersion"] if not body.get("apiVersion") else body["apiVersion"]
+            if not isinstance(body.get("apiVersion"), str) or not body.get("apiVersion"):
+                new["apiVersion"] = old["apiVersion"]
             version = new["apiVersion"].rsplit("/", 1)[-1]
             if version not in res.versions:
                 new["apiVersion"] = old["apiVersion"]

@@ -247,6 +247,37 @@ class CrudTest(SimTestCase):
         self.assertEqual((sec["data"], sec["type"]), ({"k": "dg=="}, "Opaque"))
         self.assertNotIn("stringData", sec)
 
+    def test_bad_input_is_a_clear_error(self):
+        cases = [
+            (CMS, {"metadata": {"name": "Bad_Name"}}, "metadata.name: Invalid value"),
+            (CMS, {"metadata": {"name": 7}}, "metadata.name: Invalid value"),
+            (CMS, {"metadata": {"name": "l", "labels": {"a": 1}}}, "metadata.labels"),
+            (CMS, {"metadata": {"name": "l", "labels": {"a": "b c"}}}, "a valid label"),
+            (CMS, {"metadata": {"name": "f", "finalizers": "x"}}, "metadata.finalizers"),
+            (CMS, {"metadata": {"name": "o", "ownerReferences": [{"kind": "X"}]}},
+             "metadata.ownerReferences[0].uid: Required value"),
+            (CMS, {"metadata": {}}, "name or generateName is required"),
+            (STS, dict(sts("r", -1)), "spec.replicas"),
+            (STS, {"metadata": {"name": "nosel"}, "spec": {"template": {"spec": {}}}},
+             "spec.selector: Required value"),
+        ]
+        mismatch = sts("m", 1)
+        mismatch["spec"]["template"]["metadata"]["labels"] = {"app": "other"}
+        cases.append((STS, mismatch, "`selector` does not match template `labels`"))
+        for path, body, want in cases:
+            code, st = self.sim.req("POST", path, body)
+            self.assertEqual((code, st.get("reason")), (422, "Invalid"), body)
+            self.assertIn(want, st["message"])
+        for raw in (b"{", b"[1]", b"null"):
+            code, st = self.sim.req("POST", CMS, raw)
+            self.assertEqual((code, st["kind"]), (400, "Status"), raw)
+        code, st = self.sim.req("PATCH", CMS + "/x", b"{}", "text/plain")
+        self.assertIn(code, (404, 415))
+        code, st = self.sim.req("POST", CMS, b"\x00k8s", "application/vnd.kubernetes.protobuf")
+        self.assertEqual((code, st["reason"]), (415, "UnsupportedMediaType"))
+        code, st = self.sim.req("POST", "/sim/pods-ready", {"selector": "a in ("})
+        self.assertEqual(code, 400)
+
     def test_dry_run_writes_nothing(self):
         rv = self.sim.ok("GET", CMS)["metadata"]["resourceVersion"]
         self.sim.ok("POST", CMS + "?dryRun=All", cm("dry"))
