@@ -68,6 +68,9 @@ struct KvPayload {
   // ImportKv requires the receiving pool's scales to be fixed and equal (both pools configured
   // with the checkpoint's fp8_layer_scales); anything else is a conversion, the transfer's job.
   std::vector<float> fp8_layer_scales;
+  // kv::DigestKv over the first num_tokens tokens in logical order (independent of the physical
+  // pages); ImportKv recomputes it over the copied pages before accepting them.
+  uint64_t digest = 0;
   // Logical page order; each page_bytes long in PagePool layout [layers][page_tokens][row] (the
   // slots past num_tokens in the last page are don't-care).
   std::vector<std::vector<uint8_t>> pages;
@@ -120,8 +123,10 @@ class Engine {
   Status Cancel(RequestId id);
 
   // ---- prefill-only ----
-  // The KV of a request held for export. FailedPrecondition unless it is export-held.
-  StatusOr<KvPayload> ExportKv(RequestId id) const;
+  // The KV of a request held for export, with its digest. FailedPrecondition unless it is
+  // export-held; DataLoss when integrity is on and its pages fail verification (the request is
+  // left for the caller to Cancel); Unimplemented for a model with state outside the pages.
+  StatusOr<KvPayload> ExportKv(RequestId id);
   // Hands the request off: its pages are freed (after any in-flight transfer ends).
   Status ReleaseExported(RequestId id);
 
@@ -130,8 +135,10 @@ class Engine {
   // registered), and continues decoding after payload.first_token (which counts toward
   // max_tokens and stop checks but is not emitted again). Returns the request's id.
   // InvalidArgument: dtype, shape, page size or token count mismatch (dtype conversion is the
-  // transfer's job), bad tokens or params; ResourceExhausted: not enough free pages or running
-  // slots now; FailedPrecondition: not decode-only, or the first token already ends the request.
+  // transfer's job), bad tokens or params; DataLoss: the copied KV does not match payload.digest;
+  // ResourceExhausted: not enough free pages or running slots now; FailedPrecondition: not
+  // decode-only, or the first token already ends the request; Unimplemented: a model with state
+  // outside the pages (GLM's indexer keys).
   StatusOr<RequestId> ImportKv(const Request& request, const KvPayload& payload);
 
   // ---- transfers (deferred release) ----

@@ -278,6 +278,23 @@ TEST(EngineTest, PrefillExportDecodeImportMatchesUnified) {
   EXPECT_EQ(prefill.engine->ExportKv(pid).status().code(), StatusCode::kFailedPrecondition);
 }
 
+TEST(EngineTest, ExportVerifiesThePagesFirst) {
+  EngineConfig pconf;
+  pconf.role = EngineRole::kPrefillOnly;
+  pconf.integrity = true;
+  HashEngine prefill(32, 4, pconf);
+  Engine& e = *prefill.engine;
+  const RequestId a = e.Submit(GreedyRequest(Prompt(6, 1), 4)).value();
+  const RequestId b = e.Submit(GreedyRequest(Prompt(6, 2), 4)).value();
+  e.Step();
+  e.tracker_for_testing()->InjectBumpGeneration(e.scheduler().Find(b)->kv.pages[1]);
+  EXPECT_TRUE(e.ExportKv(a).ok());
+  EXPECT_EQ(e.ExportKv(b).status().code(), StatusCode::kDataLoss);
+  ASSERT_TRUE(e.Cancel(b).ok());
+  ASSERT_TRUE(e.ReleaseExported(a).ok());
+  EXPECT_EQ(e.Stats().pages_held, 0u);
+}
+
 TEST(EngineTest, ImportRejectsMismatchedKv) {
   EngineConfig pconf;
   pconf.role = EngineRole::kPrefillOnly;
@@ -314,6 +331,9 @@ TEST(EngineTest, ImportRejectsMismatchedKv) {
   p = good;
   p.first_token = kHashVocab;
   expect_bad(p, req, "vocabulary");
+  p = good;
+  p.pages[1][5] ^= 0x40;  // a bit flipped in transit
+  EXPECT_EQ(d.ImportKv(req, p).status().code(), StatusCode::kDataLoss);
   Request one = req;
   one.params.max_tokens = 1;  // the first token was the last: nothing to decode
   EXPECT_EQ(d.ImportKv(one, good).status().code(), StatusCode::kFailedPrecondition);

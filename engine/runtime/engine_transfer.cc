@@ -6,6 +6,7 @@
 #include <string>
 #include <utility>
 
+#include "engine/kv/transfer_tags.h"
 #include "engine/runtime/engine.h"
 #include "engine/runtime/engine_internal.h"
 
@@ -19,10 +20,23 @@ std::string Describe(const kv::KvShape& s) {
 
 }  // namespace
 
-StatusOr<KvPayload> Engine::ExportKv(RequestId id) const {
+StatusOr<KvPayload> Engine::ExportKv(RequestId id) {
   const Sequence* seq = scheduler_->Find(id);
   if (seq == nullptr || seq->phase != SeqPhase::kExportHeld) {
     return Status::FailedPrecondition("request " + std::to_string(id) + " is not held for export");
+  }
+  if (config_.executor->has_state_outside_pages()) {
+    return Status::Unimplemented("KV export of a model with state outside the page pool (DSA indexer keys)");
+  }
+  if (tracker_->enabled()) {
+    kv::VerifyResult result;
+    const RequestId ids[] = {id};
+    tracker_->VerifyBatch(ids, &result);
+    if (!result.ok()) {
+      return Status::DataLoss("request " + std::to_string(id) +
+                              " failed KV integrity verification before export (" +
+                              kv::MismatchReasonName(result.incidents[0].reason) + ")");
+    }
   }
   const kv::PagePool& pool = *config_.executor->kv_pool();
   KvPayload payload;
@@ -41,6 +55,10 @@ StatusOr<KvPayload> Engine::ExportKv(RequestId id) const {
     const std::span<const uint8_t> bytes = pool.PageBytes(seq->kv.pages[p]);
     payload.pages.emplace_back(bytes.begin(), bytes.end());
   }
+  StatusOr<uint64_t> digest = kv::DigestKv(pool, std::span<const kv::PageId>(seq->kv.pages).first(pages),
+                                           static_cast<size_t>(payload.num_tokens));
+  if (!digest.ok()) return digest.status();
+  payload.digest = *digest;
   return payload;
 }
 
@@ -60,6 +78,9 @@ StatusOr<RequestId> Engine::ImportKv(const Request& request, const KvPayload& pa
   if (config_.role != EngineRole::kDecodeOnly) {
     return Status::FailedPrecondition("ImportKv needs a decode-only engine, this one is " +
                                       std::string(EngineRoleName(config_.role)));
+  }
+  if (config_.executor->has_state_outside_pages()) {
+    return Status::Unimplemented("KV import for a model with state outside the page pool (DSA indexer keys)");
   }
   kv::PagePool& pool = *config_.executor->kv_pool();
   if (payload.dtype != pool.dtype()) {
@@ -145,6 +166,12 @@ StatusOr<RequestId> Engine::ImportKv(const Request& request, const KvPayload& pa
     seq->kv.pages.push_back(page);
   }
   seq->kv.num_tokens = payload.num_tokens;
+  StatusOr<uint64_t> digest = kv::DigestKv(pool, seq->kv.pages, static_cast<size_t>(payload.num_tokens));
+  if (!digest.ok() || *digest != payload.digest) {
+    seq->table.Release();
+    return Status::DataLoss("request " + std::to_string(*id) +
+                            ": the imported KV does not match the payload's digest (corrupted in transit)");
+  }
   // Checked above (id free, a running slot); AddRunning returns the pages when it refuses.
   if (Status st = scheduler_->AddRunning(std::move(seq)); !st.ok()) return st;
   states_.emplace(*id, std::move(state).value());

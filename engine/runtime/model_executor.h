@@ -30,6 +30,9 @@ class ModelExecutor {
   // engine allocates its pages).
   virtual kv::PagePool* kv_pool() const = 0;
   int64_t page_tokens() const { return static_cast<int64_t>(kv_pool()->page_tokens()); }
+  // True when a sequence's state is not all in the page pool (GLM's DSA indexer keys live in
+  // KvSequence::index_keys): ExportKv / ImportKv cannot carry such a sequence yet.
+  virtual bool has_state_outside_pages() const { return false; }
 
   // Pages `seq` must hold before a step adding `new_tokens` tokens.
   int64_t PagesNeeded(const model::KvSequence& seq, int64_t new_tokens) const {
