@@ -65,6 +65,8 @@ def human_duration(seconds):
         return "%dd%dh" % (d, h % 24) if h % 24 else "%dd" % d
     if d < 365 * 2:
         return "%dd" % d
+    if d < 365 * 8 and d % 365:
+        return "%dy%dd" % (d // 365, d % 365)
     return "%dy" % (d // 365)
 
 

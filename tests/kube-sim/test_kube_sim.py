@@ -82,6 +82,87 @@ class SimTestCase(unittest.TestCase):
         cls.sim.stop()
 
 
+class PureFunctionsTest(unittest.TestCase):
+    """The patch, selector and JSONPath helpers on their own."""
+
+    def test_merge_and_json_patch(self):
+        import sim_patch
+        self.assertEqual(sim_patch.merge_patch({"a": {"b": 1, "c": 2}, "l": [1]},
+                                               {"a": {"b": None, "d": 3}, "l": [2]}),
+                         {"a": {"c": 2, "d": 3}, "l": [2]})
+        doc = {"a": [1, 2], "b": {"c": 1}}
+        out = sim_patch.json_patch(doc, [{"op": "add", "path": "/a/-", "value": 3},
+                                         {"op": "add", "path": "/a/0", "value": 0},
+                                         {"op": "move", "from": "/b/c", "path": "/d"},
+                                         {"op": "copy", "from": "/d", "path": "/e~1f"}])
+        self.assertEqual(out, {"a": [0, 1, 2, 3], "b": {}, "d": 1, "e/f": 1})
+        self.assertEqual(doc, {"a": [1, 2], "b": {"c": 1}}, "the input is not mutated")
+        for ops in ([{"op": "remove", "path": "/nope"}], [{"op": "add", "path": "/a/9",
+                                                         "value": 1}],
+                    [{"op": "frob", "path": "/a"}], {"op": "add"}, [{"path": "/a"}]):
+            with self.assertRaises(sim_patch.PatchError):
+                sim_patch.json_patch(doc, ops)
+
+    def test_strategic_merge_patch(self):
+        import sim_patch
+        orig = {"containers": [{"name": "a", "image": "1", "env": [{"name": "X", "value": "1"}]},
+                               {"name": "b", "image": "1"}], "args": ["p", "q"],
+                "ports": [{"containerPort": 80, "name": "http"}]}
+        out = sim_patch.strategic_merge_patch(orig, {
+            "containers": [{"name": "b", "$patch": "delete"},
+                           {"name": "a", "env": [{"name": "Y", "value": "2"}]},
+                           {"name": "c", "image": "3"}],
+            "$deleteFromPrimitiveList/args": ["p"],
+            "ports": [{"containerPort": 81}], "$retainKeys": ["containers"]})
+        self.assertEqual([c["name"] for c in out["containers"]], ["a", "c"])
+        self.assertEqual(out["containers"][0]["env"], [{"name": "X", "value": "1"},
+                                                       {"name": "Y", "value": "2"}])
+        self.assertEqual(out["args"], ["q"])
+        self.assertEqual(out["ports"], [{"containerPort": 80, "name": "http"},
+                                        {"containerPort": 81}])
+        self.assertEqual(sim_patch.strategic_merge_patch({"m": {"a": 1}},
+                                                         {"m": {"$patch": "replace", "b": 2}}),
+                         {"m": {"b": 2}})
+
+    def test_selectors(self):
+        import sim_selectors as s
+        m = s.parse_label_selector("env in (prod, staging),!canary,tier")
+        self.assertTrue(m({"env": "prod", "tier": "web"}))
+        self.assertFalse(m({"env": "prod", "tier": "web", "canary": "1"}))
+        self.assertFalse(m({"env": "dev", "tier": "web"}))
+        self.assertTrue(s.parse_label_selector("")({}))
+        for bad in ("a in (b", "a b", "!a in (b)", "=x"):
+            with self.assertRaises(s.SelectorError):
+                s.parse_label_selector(bad)
+        sel = {"matchLabels": {"a": "1"}, "matchExpressions": [
+            {"key": "b", "operator": "NotIn", "values": ["x"]},
+            {"key": "c", "operator": "Exists"}]}
+        self.assertEqual(s.selector_string(sel), "a=1,b notin (x),c")
+        self.assertTrue(s.match_labels_selector(sel)({"a": "1", "c": ""}))
+        self.assertFalse(s.match_labels_selector(sel)({"a": "1", "b": "x", "c": ""}))
+        f = s.parse_field_selector("status.phase=Running,metadata.name!=x")
+        self.assertTrue(f({"metadata": {"name": "y"}, "status": {"phase": "Running"}}))
+        self.assertFalse(f({"metadata": {"name": "x"}, "status": {"phase": "Running"}}))
+
+    def test_jsonpath_and_ages(self):
+        import sim_table
+        obj = {"status": {"conditions": [{"type": "A", "status": "x"},
+                                         {"type": "Ready", "status": "True"}]},
+               "spec": {"pools": [{"n": 1}, {"n": 2}]}}
+        self.assertEqual(sim_table.jsonpath(obj, '.status.conditions[?(@.type=="Ready")].status'),
+                         ["True"])
+        self.assertEqual(sim_table.jsonpath(obj, ".spec.pools[*].n"), [1, 2])
+        self.assertEqual(sim_table.jsonpath(obj, "{.spec.pools[1].n}"), [2])
+        self.assertEqual(sim_table.jsonpath(obj, ".spec.missing.x"), [])
+        with self.assertRaises(ValueError):
+            sim_table.jsonpath(obj, ".spec[?bad")
+        # kubectl's (apimachinery's HumanDuration) buckets.
+        self.assertEqual([sim_table.human_duration(x) for x in (
+            5, 130, 700, 7300, 14460, 90000, 86400 * 3 + 3600, 86400 * 40, 86400 * 800,
+            86400 * 365 * 9)],
+            ["5s", "2m10s", "11m", "121m", "4h1m", "25h", "3d1h", "40d", "2y70d", "9y"])
+
+
 class DiscoveryTest(SimTestCase):
     def test_version_and_core(self):
         v = self.sim.ok("GET", "/version")
