@@ -122,7 +122,8 @@ void Sampler::ApplyPenalties(float* x) const {
   const float rp = params_.repetition_penalty;
   auto repeat = [&](int32_t t) {
     const float v = x[t];
-    x[t] = v > 0 ? v / rp : v * rp;
+    // A tiny penalty could overflow a positive logit to +inf; keep it the largest finite value.
+    x[t] = v > 0 ? std::min(v / rp, std::numeric_limits<float>::max()) : v * rp;
   };
   if (rp != 1.0f) {
     for (int32_t t : prompt_unique_) repeat(t);
@@ -161,7 +162,8 @@ StatusOr<SampleResult> Sampler::Sample(std::span<const float> logits, std::span<
       num_pos_inf == 0 && (params_.repetition_penalty != 1.0f || params_.frequency_penalty != 0.0f ||
                            params_.presence_penalty != 0.0f);
   StatusOr<int32_t> token = 0;
-  if (params_.temperature == 0.0f && !mask && !penalties) {
+  const bool greedy = params_.temperature < kGreedyBelowTemperature;
+  if (greedy && !mask && !penalties) {
     token = Argmax(raw, n);  // NaN-safe and +inf-aware on the raw row: no copy needed
   } else {
     // The working row: NaN -> -inf; with any +inf, the +inf tokens are the (uniform) distribution.
@@ -176,8 +178,7 @@ StatusOr<SampleResult> Sampler::Sample(std::span<const float> logits, std::span<
     if (mask) {
       for (int32_t t : masked_early_) x[t] = kNegInf;
     }
-    token = params_.temperature == 0.0f ? Argmax(x, n)
-                                        : Draw(x, n, params_, UniformAt(seed_, output_tokens.size()), &s);
+    token = greedy ? Argmax(x, n) : Draw(x, n, params_, UniformAt(seed_, output_tokens.size()), &s);
   }
   RETURN_IF_ERROR(token.status());
   result.token = *token;

@@ -4,7 +4,9 @@
 //
 // Order (as vLLM): repetition penalty (HF-style, over prompt + output tokens), frequency and
 // presence penalties (OpenAI-style, over output tokens), temperature; then greedy argmax when
-// temperature == 0, else top-k, top-p (over the top-k renormalised distribution), min-p, draw.
+// temperature < kGreedyBelowTemperature (1e-5, as vLLM; 0 = greedy), else top-k, top-p (over the
+// top-k renormalised distribution), min-p (p >= min_p * p_max), draw. (vLLM v1 applies min-p before
+// top-k/top-p; the two orders differ only in the mass top-p sees.)
 // Before `min_tokens` output tokens exist, the stop token ids and (unless ignore_eos) the
 // end-of-sequence ids are masked so they cannot be sampled (vLLM's min_tokens semantics).
 //
@@ -15,7 +17,8 @@
 //
 // The draw for output position n uses one uniform number derived from (seed, n) by a splitmix64
 // hash, so a request's samples depend only on its seed, its logits and its position: not on the
-// platform, the batch it shares, or how often it was preempted and recomputed.
+// batch it shares, or how often it was preempted and recomputed. (Across platforms, up to libm's
+// last-bit differences in expf, which can move a draw that lands on a probability boundary.)
 
 #include <cstdint>
 #include <span>
@@ -28,6 +31,7 @@
 namespace tandem::engine::runtime {
 
 inline constexpr int32_t kMaxLogprobs = 20;
+inline constexpr float kGreedyBelowTemperature = 1e-5f;
 inline constexpr size_t kMaxStopStrings = 16;
 
 // OK, or InvalidArgument naming the first out-of-range field of `params` (e.g. "top_p must be in

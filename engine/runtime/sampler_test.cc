@@ -109,6 +109,22 @@ TEST(SamplerTest, GreedyIsArgmaxWithTiesToTheLowestId) {
   EXPECT_EQ(SampleOne(s, {1, kInf, 2, kInf, 0}), 1);
 }
 
+TEST(SamplerTest, TinyTemperaturesAreGreedyAndExtremePenaltiesStayFinite) {
+  SamplingParams p;
+  p.temperature = 1e-30f;  // 1 / t overflows: treated as greedy (below 1e-5, as vLLM)
+  Sampler s = Make(p, 3);
+  for (int i = 0; i < 10; ++i)
+    EXPECT_EQ(SampleOne(s, {1.0f, 1.0001f, 0.5f}, {}, std::vector<int32_t>(i, 2)), 1);
+  p.temperature = 1;
+  p.repetition_penalty = 1e-39f;  // 1.0 / 1e-39 overflows float: clamped to the largest finite value
+  Sampler t = Make(p, 3);
+  std::vector<int32_t> out;  // tokens 0 and 2 both become the largest float: drawn half and half
+  for (int i = 0; i < 200; ++i) out.push_back(SampleOne(t, {1.0f, 5.0f, 2.0f}, {0, 2}, out));
+  EXPECT_EQ(std::count(out.begin(), out.end(), 1), 0);
+  EXPECT_GT(std::count(out.begin(), out.end(), 0), 50);
+  EXPECT_GT(std::count(out.begin(), out.end(), 2), 50);
+}
+
 TEST(SamplerTest, SeededDrawsAreReproducibleAndSeedsDiffer) {
   std::vector<float> logits(1000);
   std::mt19937 rng(5);
