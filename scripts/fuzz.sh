@@ -6,6 +6,7 @@
 #   safetensors_header  engine/io/fuzz/safetensors_header_fuzz.cc   safetensors file headers
 #   tool_call           engine/text/fuzz/tool_call_fuzz.cc          Kimi K2 / GLM tool-call parsers
 #   tokenizer           engine/text/fuzz/tokenizer_fuzz.cc          tokenizer.json / rank-file loaders, encode
+#   stop_string         engine/runtime/fuzz/stop_string_fuzz.cc     stop strings across streamed tokens
 # `seconds` is per target, so the total is seconds x targets. Exits non-zero when a target finds a
 # crash, a sanitizer report or a failed invariant (the reproducer is left in build-fuzz/).
 set -euo pipefail
@@ -59,6 +60,14 @@ fi
 if [ "$only" = all ] || [ "$only" = tokenizer ]; then
   fuzz_target tokenizer engine/text/fuzz/tokenizer_corpus "-max_len=8192" \
     engine/text/fuzz/tokenizer_fuzz.cc engine/text/bpe_model.cc engine/text/byte_level.cc \
+    engine/text/detokenizer.cc engine/text/hf_tokenizer_json.cc engine/text/pretokenizer.cc \
+    engine/text/tiktoken_file.cc engine/text/tokenizer.cc engine/text/unicode.cc \
+    engine/text/unicode_tables.cc engine/io/strict_json.cc
+fi
+if [ "$only" = all ] || [ "$only" = stop_string ]; then
+  fuzz_target stop_string engine/runtime/fuzz/stop_string_corpus "-max_len=1024" \
+    engine/runtime/fuzz/stop_string_fuzz.cc engine/runtime/output_processor.cc engine/runtime/sampler.cc \
+    engine/runtime/sampler_select.cc engine/text/bpe_model.cc engine/text/byte_level.cc \
     engine/text/detokenizer.cc engine/text/hf_tokenizer_json.cc engine/text/pretokenizer.cc \
     engine/text/tiktoken_file.cc engine/text/tokenizer.cc engine/text/unicode.cc \
     engine/text/unicode_tables.cc engine/io/strict_json.cc
