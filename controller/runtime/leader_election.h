@@ -25,10 +25,13 @@
 #include <string>
 #include <thread>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "common/clock.h"
 #include "common/status.h"
 
 namespace tandem::controller::kube {
+class CancelToken;
 class Client;
 }  // namespace tandem::controller::kube
 
@@ -63,6 +66,10 @@ struct LeaderElectionStats {
   int64_t failed_attempts = 0;  // attempts that errored (API errors, conflicts)
   int64_t fenced_writes = 0;    // writes the installed fence refused
   std::string observed_holder;  // holderIdentity last read from the Lease
+  // The elector's waits between attempts: how many it began, and the clock time the latest one
+  // ends. A test driving a FakeClock advances to next_wake_nanos and waits for `waits` to grow.
+  int64_t waits = 0;
+  int64_t next_wake_nanos = 0;
 };
 
 class LeaderElector {
@@ -98,30 +105,35 @@ class LeaderElector {
 
  private:
   struct FenceState;  // shared with installed fences
+  enum class Attempt { kHeld, kHeldByOther, kError };
 
   LeaderElector(kube::Client* lease_client, LeaderElectionConfig config);
-  bool TryAcquireOrRenew();  // one attempt; true when this elector holds the Lease afterwards
-  bool Acquire();            // retries until acquired or stopped
-  void RenewLoop();          // until the renew deadline passes without a renew, or stopped
-  void Release();
+  Attempt TryAcquireOrRenew();  // one Get + Create/Update of the Lease
+  bool Acquire();               // retries until acquired (true) or stopped (false)
+  void RenewLoop();             // until the renew deadline passes without a renew, or stopped
+  void Release();               // clears holderIdentity if we still hold the Lease
   void SetLeading(bool leading, int64_t renew_start_nanos);
+  bool SleepUntil(int64_t wake_nanos);  // records the wait in stats_; false when stopped
+  // Records the Lease spec as read; REQUIRES: mu_ held. Returns the holder to announce through
+  // on_new_leader ("" when unchanged).
+  std::string ObserveLocked(const nlohmann::json& spec, const std::string& resource_version, int64_t now);
 
   kube::Client* const lease_client_;
   const LeaderElectionConfig config_;
   const Clock& clock_;
   std::shared_ptr<FenceState> fence_;
+  std::unique_ptr<kube::CancelToken> cancel_;  // aborts in-flight Lease calls on Stop
   std::unique_ptr<Sleeper> sleeper_;
   std::thread thread_;
   std::atomic<bool> started_{false};
   std::atomic<bool> done_{false};
   std::atomic<bool> stop_requested_{false};
 
-  mutable std::mutex mu_;        // guards the observed record and stats
-  std::string observed_record_;  // the Lease spec as last read, serialized
-  int64_t observed_nanos_ = 0;   // local time when observed_record_ last changed
-  std::string observed_rv_;      // its metadata.resourceVersion
-  bool lease_exists_ = false;
-  bool was_leading_ = false;
+  mutable std::mutex mu_;              // guards what follows
+  std::string observed_record_;        // the Lease spec as last read, serialized
+  int64_t observed_nanos_ = 0;         // local time when observed_record_ last changed
+  int64_t observed_expiry_nanos_ = 0;  // observed_nanos_ + the record's lease duration
+  std::string observed_rv_;            // the Lease's metadata.resourceVersion
   LeaderElectionStats stats_;
 };
 
