@@ -97,9 +97,9 @@ class WatchMixin:
                     return self._end_stream(action == "drop")
             next_bookmark = time.monotonic() + sim.bookmark_interval
             while True:
+                # The deadline is checked after each round, so history already there when the
+                # watch began is always delivered, however late this thread gets to run.
                 now = time.monotonic()
-                if now >= deadline:
-                    return self._end_stream()
                 with store.cond:
                     if store.closed:
                         return self._end_stream()
@@ -134,7 +134,7 @@ class WatchMixin:
                     action = send(type_, wrap(ev.obj))
                     if action:
                         return self._end_stream(action == "drop")
-                if unserved:
+                if unserved or time.monotonic() >= deadline:
                     return self._end_stream()
                 if bookmarks and time.monotonic() >= next_bookmark:
                     next_bookmark = time.monotonic() + sim.bookmark_interval
