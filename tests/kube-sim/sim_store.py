@@ -24,6 +24,7 @@ import sim_validation
 from sim_errors import ApiError
 
 _NAME_CHARS = "bcdfghjklmnpqrstvwxz2456789"
+CRDS_KEY = ("apiextensions.k8s.io", "customresourcedefinitions")
 
 
 def now_rfc3339(clock):
@@ -302,6 +303,11 @@ class Store:
             if res.namespaced and meta.get("namespace") not in (None, "", ns):
                 raise ApiError(400, "the namespace of the object does not match the URL")
             want_rv = meta.get("resourceVersion")
+            if check_rv and not want_rv and (res.crd or res.key == CRDS_KEY):
+                # Custom resources (and CRDs) do not allow unconditional updates.
+                raise sim_errors.invalid(res, name, [
+                    "metadata.resourceVersion: Invalid value: 0x0: must be specified for an "
+                    "update"])
             if check_rv and want_rv and want_rv != old["metadata"]["resourceVersion"]:
                 raise sim_errors.conflict(res, name, "the object has been modified; please apply "
                                           "your changes to the latest version and try again")

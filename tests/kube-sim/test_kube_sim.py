@@ -237,6 +237,13 @@ class CrudTest(SimTestCase):
         self.assertEqual(after["status"], {"observedGeneration": 2})
         self.assertEqual(after["spec"]["decode"]["replicas"], 2)
         self.assertEqual(after["metadata"]["generation"], 2)
+        # Custom resources allow no unconditional update (PUT without resourceVersion).
+        blind = json.loads(json.dumps(after))
+        del blind["metadata"]["resourceVersion"]
+        code, st = self.sim.req("PUT", MDEP + "/gen", blind)
+        self.assertEqual(code, 422)
+        self.assertIn("metadata.resourceVersion: Invalid value: 0x0: must be specified",
+                      st["message"])
         # A no-op write keeps the resourceVersion.
         again = self.sim.ok("PUT", MDEP + "/gen", after)
         self.assertEqual(again["metadata"]["resourceVersion"], after["metadata"]["resourceVersion"])
