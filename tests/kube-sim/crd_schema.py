@@ -418,10 +418,78 @@ FORBIDDEN_KEYS = ("$ref", "definitions", "dependencies", "additionalItems", "pat
 INT_OR_STRING_ANYOF = [{"type": "integer"}, {"type": "string"}]
 
 
+TYPES = ("object", "array", "string", "integer", "number", "boolean")
+LIST_TYPES = ("atomic", "set", "map")
+RULE_FIELDS = ("rule", "message", "messageExpression", "reason", "fieldPath")
+
+
+def _is_number(v):
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _is_count(v):
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+
+
+def _is_str_list(v):
+    return isinstance(v, list) and all(isinstance(x, str) for x in v)
+
+
+def _is_pattern(v):
+    if not isinstance(v, str):
+        return False
+    try:
+        re.compile(v)
+    except re.error:
+        return False
+    return True
+
+
+def _is_rule_list(v):
+    return isinstance(v, list) and all(
+        isinstance(r, dict) and isinstance(r.get("rule"), str) and
+        all(isinstance(r.get(f, ""), str) for f in RULE_FIELDS) for r in v)
+
+
+# keyword -> (check, what it must be)
+KEYWORD_SHAPES = {
+    "type": (lambda v: v in TYPES, "one of " + ", ".join(TYPES)),
+    "properties": (lambda v: isinstance(v, dict) and all(isinstance(x, dict) for x in v.values()),
+                   "a map of schemas"),
+    "required": (_is_str_list, "a list of strings"),
+    "enum": (lambda v: isinstance(v, list), "a list"),
+    "items": (lambda v: isinstance(v, dict), "one schema"),
+    "additionalProperties": (lambda v: isinstance(v, (dict, bool)), "a schema or a boolean"),
+    "anyOf": (lambda v: isinstance(v, list) and all(isinstance(x, dict) for x in v),
+              "a list of schemas"),
+    "not": (lambda v: isinstance(v, dict), "a schema"),
+    "pattern": (_is_pattern, "a regular expression"),
+    "format": (lambda v: isinstance(v, str), "a string"),
+    "description": (lambda v: isinstance(v, str), "a string"),
+    "x-kubernetes-validations": (_is_rule_list, "a list of {rule, message, ...}"),
+    "x-kubernetes-list-type": (lambda v: v in LIST_TYPES, "one of " + ", ".join(LIST_TYPES)),
+    "x-kubernetes-list-map-keys": (_is_str_list, "a list of strings"),
+}
+KEYWORD_SHAPES["allOf"] = KEYWORD_SHAPES["oneOf"] = KEYWORD_SHAPES["anyOf"]
+for _k in ("minimum", "maximum", "multipleOf"):
+    KEYWORD_SHAPES[_k] = (_is_number, "a number")
+for _k in ("minLength", "maxLength", "minItems", "maxItems", "minProperties", "maxProperties"):
+    KEYWORD_SHAPES[_k] = (_is_count, "a non-negative integer")
+for _k in ("exclusiveMinimum", "exclusiveMaximum", "nullable", "uniqueItems",
+           "x-kubernetes-int-or-string", "x-kubernetes-preserve-unknown-fields",
+           "x-kubernetes-embedded-resource"):
+    KEYWORD_SHAPES[_k] = (lambda v: isinstance(v, bool), "a boolean")
+
+
 def _structural(s, path, errors, in_combinator, root=False):
     if not isinstance(s, dict):
         errors.append(f"{path}: must be an object")
         return
+    bad = [k for k, (ok, _) in KEYWORD_SHAPES.items() if k in s and not ok(s[k])]
+    for key in bad:
+        errors.append(f"{path}.{key}: Invalid value: must be {KEYWORD_SHAPES[key][1]}")
+    if bad:
+        return  # the checks below assume well-formed keywords
     for key in FORBIDDEN_KEYS:
         if key in s:
             errors.append(f"{path}.{key}: Forbidden: {key} is not supported")
@@ -539,12 +607,15 @@ def validate_crd(crd):
         if field not in spec:
             errors.append(f"spec.{field}: Required value")
     versions = spec.get("versions") or []
+    if not isinstance(versions, list) or not all(isinstance(v, dict) for v in versions):
+        return errors + ["spec.versions: Invalid value: must be a list of objects"]
     if sum(1 for v in versions if v.get("storage")) != 1:
         errors.append("spec.versions: Invalid value: must have exactly one storage version")
     for i, version in enumerate(versions):
         path = f"spec.versions[{i}].schema.openAPIV3Schema"
-        schema = (version.get("schema") or {}).get("openAPIV3Schema")
-        if schema is None:
+        wrapper = version.get("schema")
+        schema = wrapper.get("openAPIV3Schema") if isinstance(wrapper, dict) else None
+        if not isinstance(schema, dict):
             errors.append(f"{path}: Required value: schemas are required")
             continue
         before = len(errors)

@@ -1,0 +1,674 @@
+#!/usr/bin/env python3
+"""crds/ and deploy/examples/ through crd_schema.py and cel.py, the API server's admission of
+custom resources as kube-sim performs it.
+
+  - the CRDs are structural, their rules compile, crds/generate.py --check holds;
+  - every example admits cleanly and gets its defaults; unknown fields are pruned;
+  - each OpenAPI constraint and each CEL rule of the CRDs rejects a crafted bad resource with the
+    API server's wording; transition rules run only on updates;
+  - the structural checker rejects what Kubernetes rejects; CEL semantics unit tests;
+  - malformed CRDs and resources (seeded random mutations) give errors, never exceptions.
+
+Run: .venv/bin/python tests/kube-sim/test_crd_schema.py   (ctest -R kube_sim.crd_schema)
+"""
+import copy
+import os
+import random
+import subprocess
+import sys
+import unittest
+
+import yaml
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+
+import cel  # noqa: E402
+import crd_schema  # noqa: E402
+
+
+def load(path):
+    with open(os.path.join(ROOT, path)) as f:
+        return yaml.safe_load(f)
+
+
+MD_CRD = load("crds/tandem.dev_modeldeployments.yaml")
+MP_CRD = load("crds/tandem.dev_modelpools.yaml")
+MD = MD_CRD["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+MP = MP_CRD["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+EXAMPLES = ["kimi-k2.6", "glm-5.2", "tiny-cpu"]
+
+
+def example(name):
+    return load(f"deploy/examples/{name}.yaml")
+
+
+def pool(**spec):
+    base = {"deploymentName": "tiny-cpu", "role": "decode",
+            "model": {"name": "tandem/tiny", "dummy": {"preset": "tiny"}}}
+    base.update(spec)
+    return {"apiVersion": "tandem.dev/v1alpha1", "kind": "ModelPool",
+            "metadata": {"name": "tiny-cpu-decode", "namespace": "default"}, "spec": base}
+
+
+class CrdFilesTest(unittest.TestCase):
+    def test_crds_are_structural_and_their_rules_compile(self):
+        for crd in (MD_CRD, MP_CRD):
+            self.assertEqual(crd_schema.validate_crd(crd), [], crd["metadata"]["name"])
+
+    def test_generated_files_are_current(self):
+        r = subprocess.run([sys.executable, os.path.join(ROOT, "crds/generate.py"), "--check"],
+                           capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+
+    def test_names_columns_and_subresources(self):
+        md, mp = MD_CRD["spec"], MP_CRD["spec"]
+        self.assertEqual((md["group"], md["names"]["shortNames"], md["names"]["categories"]),
+                         ("tandem.dev", ["mdep"], ["tandem"]))
+        self.assertEqual(mp["names"]["shortNames"], ["mpool"])
+        columns = [c["name"].upper() for c in md["versions"][0]["additionalPrinterColumns"]]
+        self.assertEqual(columns, ["READY", "PREFILL", "DECODE", "PRECISION", "AGE"])
+        columns = [c["name"].upper() for c in mp["versions"][0]["additionalPrinterColumns"]]
+        self.assertEqual(columns, ["ROLE", "REPLICAS", "READY", "WEIGHTS", "KV", "AGE"])
+        self.assertEqual(md["versions"][0]["subresources"], {"status": {}})
+        self.assertEqual(mp["versions"][0]["subresources"]["scale"],
+                         {"specReplicasPath": ".spec.replicas",
+                          "statusReplicasPath": ".status.replicas",
+                          "labelSelectorPath": ".status.selector"})
+        for crd in (md, mp):
+            v = crd["versions"][0]
+            self.assertEqual((v["name"], v["served"], v["storage"]), ("v1alpha1", True, True))
+
+
+class ExamplesTest(unittest.TestCase):
+    def test_every_example_admits_cleanly(self):
+        for name in EXAMPLES:
+            obj = example(name)
+            self.assertEqual(obj["kind"], "ModelDeployment")
+            self.assertEqual(crd_schema.admit(MD, obj), [], name)
+            # Admitting the admitted object again as an update changes nothing and passes the
+            # transition rules.
+            again = copy.deepcopy(obj)
+            self.assertEqual(crd_schema.admit(MD, again, obj), [], name)
+            self.assertEqual(again, obj)
+
+    def test_kimi_is_disaggregated_as_documented(self):
+        spec = example("kimi-k2.6")["spec"]
+        self.assertEqual((spec["prefill"]["weights"], spec["prefill"]["kvCache"]), ("fp8", "bf16"))
+        self.assertEqual((spec["decode"]["weights"], spec["decode"]["kvCache"]),
+                         ("int4", "fp8_e4m3"))
+        for role in ("prefill", "decode"):
+            self.assertEqual(spec[role]["tensorParallel"], 8)
+            self.assertEqual(spec[role]["resources"]["limits"]["nvidia.com/gpu"], 8)
+            self.assertTrue(spec[role]["autoscaling"]["enabled"])
+
+    def test_defaults_appear(self):
+        obj = example("tiny-cpu")
+        crd_schema.admit(MD, obj)
+        spec = obj["spec"]
+        self.assertEqual(spec["router"]["port"], 8000)
+        for role in ("prefill", "decode"):
+            self.assertEqual((spec[role]["tensorParallel"], spec[role]["weights"],
+                              spec[role]["kvCache"]), (1, "bf16", "bf16"))
+            self.assertNotIn("autoscaling", spec[role])  # no default: absent stays absent
+        self.assertEqual(spec["integrity"], {"pageTags": True, "transferChecksum": True})
+        self.assertEqual(spec["model"]["dummy"]["seed"], 1)  # given values are kept
+
+    def test_defaults_fill_absent_objects_and_nested_fields(self):
+        obj = {"apiVersion": "tandem.dev/v1alpha1", "kind": "ModelDeployment",
+               "metadata": {"name": "m"},
+               "spec": {"model": {"name": "x", "path": "/models/x",
+                                  "volume": {"persistentVolumeClaim": {"claimName": "c"}}},
+                        "decode": {"autoscaling": {"enabled": True, "maxReplicas": 3},
+                                   "integrity": None},
+                        "integrity": None}}
+        self.assertEqual(crd_schema.admit(MD, obj), [])
+        spec = obj["spec"]
+        self.assertEqual(spec["prefill"]["replicas"], 1)  # a defaulted {} gets its defaults
+        self.assertEqual(spec["router"], {"replicas": 1, "port": 8000})
+        self.assertEqual(spec["model"]["volume"]["mountPath"], "/models")
+        self.assertTrue(spec["model"]["volume"]["persistentVolumeClaim"]["readOnly"])
+        self.assertEqual(spec["decode"]["autoscaling"]["minReplicas"], 1)
+        self.assertEqual(spec["decode"]["autoscaling"]["targetKvCacheUsage"], 0.8)
+        self.assertEqual(spec["integrity"]["pageTags"], True)  # null + default -> default
+        self.assertNotIn("integrity", spec["decode"])  # not a pool field: pruned
+
+    def test_unknown_fields_are_pruned_metadata_is_not(self):
+        obj = example("tiny-cpu")
+        obj["spec"]["bogus"] = 1
+        obj["spec"]["prefill"]["gpus"] = 8
+        obj["spec"]["prefill"]["resources"]["claims"] = [{"name": "x"}]
+        obj["metadata"]["labels"] = {"team": "a"}
+        obj["metadata"]["whatever"] = True
+        obj["status"] = {"nonsense": 1, "observedGeneration": 2}
+        self.assertEqual(crd_schema.admit(MD, obj), [])
+        self.assertNotIn("bogus", obj["spec"])
+        self.assertNotIn("gpus", obj["spec"]["prefill"])
+        self.assertNotIn("claims", obj["spec"]["prefill"]["resources"])
+        self.assertEqual(obj["metadata"]["labels"], {"team": "a"})
+        self.assertTrue(obj["metadata"]["whatever"])
+        self.assertEqual(obj["status"], {"observedGeneration": 2})
+
+
+def errors_of(schema, obj, old=None):
+    return crd_schema.admit(schema, obj, old)
+
+
+class ConstraintTest(unittest.TestCase):
+    """One crafted bad resource per OpenAPI constraint, with the API server's wording."""
+
+    def md_errors(self, mutate, old=None):
+        obj = example("tiny-cpu")
+        mutate(obj["spec"])
+        return errors_of(MD, obj, old)
+
+    def test_enums(self):
+        e = self.md_errors(lambda s: s["decode"].update(weights="int8"))
+        self.assertEqual(e, ['spec.decode.weights: Unsupported value: "int8": supported values: '
+                             '"bf16", "fp8", "int4"'])
+        e = self.md_errors(lambda s: s["decode"].update(kvCache="fp8"))
+        self.assertEqual(e, ['spec.decode.kvCache: Unsupported value: "fp8": supported values: '
+                             '"bf16", "fp8_e4m3"'])
+        e = errors_of(MP, pool(role="router"))
+        self.assertEqual(e, ['spec.role: Unsupported value: "router": supported values: '
+                             '"prefill", "decode"'])
+        e = self.md_errors(lambda s: s["model"]["dummy"].update(preset="huge"))
+        self.assertIn('spec.model.dummy.preset: Unsupported value: "huge"', e[0])
+
+    def test_minimum_maximum_and_exclusive(self):
+        e = self.md_errors(lambda s: s["prefill"].update(replicas=-1))
+        self.assertEqual(e, ["spec.prefill.replicas: Invalid value: -1: spec.prefill.replicas in "
+                             "body should be greater than or equal to 0"])
+        e = self.md_errors(lambda s: s["decode"].update(tensorParallel=128))
+        self.assertIn("spec.decode.tensorParallel: Invalid value: 128: spec.decode.tensorParallel "
+                      "in body should be less than or equal to 64", e)
+        e = self.md_errors(lambda s: s["router"].update(port=0))
+        self.assertEqual(e, ["spec.router.port: Invalid value: 0: spec.router.port in body should "
+                             "be greater than or equal to 1"])
+        scale = {"enabled": True, "maxReplicas": 2, "targetKvCacheUsage": 0}
+        e = self.md_errors(lambda s: s["decode"].update(autoscaling=scale))
+        self.assertEqual(e, ["spec.decode.autoscaling.targetKvCacheUsage: Invalid value: 0: "
+                             "spec.decode.autoscaling.targetKvCacheUsage in body should be "
+                             "greater than 0"])
+        scale = {"enabled": True, "maxReplicas": 2, "targetKvCacheUsage": 1.5}
+        e = self.md_errors(lambda s: s["decode"].update(autoscaling=scale))
+        self.assertIn("should be less than or equal to 1", e[0])
+
+    def test_types(self):
+        e = self.md_errors(lambda s: s["prefill"].update(replicas="two"))
+        self.assertEqual(e[0], 'spec.prefill.replicas: Invalid value: "string": '
+                               'spec.prefill.replicas in body must be of type integer: "string"')
+        e = self.md_errors(lambda s: s["integrity"].update(pageTags="yes") if "integrity" in s
+                           else s.update(integrity={"pageTags": "yes"}))
+        self.assertIn('spec.integrity.pageTags in body must be of type boolean: "string"', e[0])
+        e = self.md_errors(lambda s: s.update(prefill=[]))
+        self.assertIn('spec.prefill in body must be of type object: "array"', e[0])
+        e = self.md_errors(lambda s: s["model"].update(name=None))
+        self.assertIn('spec.model.name in body must be of type string: "null"', e[0])
+
+    def test_int_or_string_quantities(self):
+        ok = self.md_errors(lambda s: s["decode"]["resources"]["limits"].update(
+            {"nvidia.com/gpu": 1, "memory": "1.5Gi", "cpu": "250m"}))
+        self.assertEqual(ok, [])
+        e = self.md_errors(lambda s: s["decode"]["resources"]["limits"].update(cpu="two cores"))
+        self.assertEqual(len(e), 1, e)  # a string, so the anyOf holds; the pattern does not
+        self.assertTrue(e[0].startswith('spec.decode.resources.limits[cpu]: Invalid value: '
+                                        '"two cores": spec.decode.resources.limits[cpu] in body '
+                                        "should match '^(\\+|-)?"), e[0])
+        e = self.md_errors(lambda s: s["decode"]["resources"]["limits"].update(cpu=True))
+        self.assertIn('must be of type integer,string: "boolean"', e[0])
+        e = self.md_errors(lambda s: s["decode"].update(kvCacheMemory=[1]))
+        self.assertIn('spec.decode.kvCacheMemory in body must be of type integer,string', e[0])
+
+    def test_strings(self):
+        e = self.md_errors(lambda s: s["model"].update(name=""))
+        self.assertEqual(e, ['spec.model.name: Invalid value: "": spec.model.name in body should '
+                             "be at least 1 chars long"])
+        e = self.md_errors(lambda s: s["model"].update(name="x" * 254))
+        self.assertEqual(e, ["spec.model.name: Too long: may not be more than 253 bytes"])
+        e = errors_of(MP, pool(deploymentName="Not_A_Name"))
+        self.assertEqual(e, ['spec.deploymentName: Invalid value: "Not_A_Name": '
+                             "spec.deploymentName in body should match "
+                             "'^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$'"])
+
+    def test_required(self):
+        obj = example("tiny-cpu")
+        del obj["spec"]["model"]
+        e = errors_of(MD, obj)
+        self.assertEqual(e[0], "spec.model: Required value")
+        obj = pool()
+        del obj["spec"]["role"]
+        self.assertEqual(errors_of(MP, obj)[0], "spec.role: Required value")
+        obj = {"apiVersion": "tandem.dev/v1alpha1", "kind": "ModelPool", "metadata": {"name": "p"}}
+        self.assertEqual(errors_of(MP, obj)[0], "spec: Required value")
+        e = self.md_errors(lambda s: s["model"]["dummy"].pop("preset"))
+        self.assertEqual(e[0], "spec.model.dummy.preset: Required value")
+
+    def test_required_and_type_errors_skip_the_cel_rules(self):
+        e = self.md_errors(lambda s: (s["model"].pop("name"), s["model"].pop("dummy")))
+        self.assertEqual(e, ["spec.model.name: Required value",
+                             '<nil>: Invalid value: "object": some validation rules were not '
+                             "checked because the object was invalid; correct the existing errors "
+                             "to complete validation"])
+
+    def test_lists(self):
+        secrets = [{"name": f"s{i}"} for i in range(17)]
+        e = self.md_errors(lambda s: s.update(imagePullSecrets=secrets))
+        self.assertEqual(e, ["spec.imagePullSecrets: Too many: 17: must have at most 16 items"])
+        e = self.md_errors(lambda s: s.update(imagePullSecrets=[{}]))
+        self.assertEqual(e[0], "spec.imagePullSecrets[0].name: Required value")
+
+    def test_status_conditions(self):
+        cond = {"type": "Ready", "status": "True", "reason": "PodsReady", "message": "",
+                "lastTransitionTime": "2026-12-01T01:00:00Z"}
+        obj = example("tiny-cpu")
+        obj["status"] = {"conditions": [cond, dict(cond, status="False")]}
+        self.assertEqual(errors_of(MD, obj),
+                         ['status.conditions[1]: Duplicate value: {"type":"Ready"}'])
+        obj["status"] = {"conditions": [dict(cond, status="Yes", lastTransitionTime="yesterday",
+                                             reason="pods not ready")]}
+        e = errors_of(MD, obj)
+        self.assertIn('status.conditions[0].status: Unsupported value: "Yes": supported values: '
+                      '"True", "False", "Unknown"', e)
+        self.assertIn('status.conditions[0].lastTransitionTime: Invalid value: "yesterday": '
+                      "status.conditions[0].lastTransitionTime in body must be of type "
+                      'date-time: "yesterday"', e)
+        self.assertTrue(any(x.startswith('status.conditions[0].reason: Invalid value: '
+                                         '"pods not ready"') for x in e), e)
+        obj["status"] = {"conditions": [cond], "prefill": {"ready": "1/1", "replicas": 1}}
+        self.assertEqual(errors_of(MD, obj), [])
+
+
+class RuleTest(unittest.TestCase):
+    """Each x-kubernetes-validations rule of the CRDs, failing and passing."""
+
+    def md(self, mutate, old_mutate=None):
+        obj = example("tiny-cpu")
+        mutate(obj["spec"])
+        old = None
+        if old_mutate is not None:
+            old = example("tiny-cpu")
+            old_mutate(old["spec"])
+            self.assertEqual(crd_schema.admit(MD, old), [])
+        return errors_of(MD, obj, old)
+
+    def test_tensor_parallel_power_of_two(self):
+        for tp, ok in ((1, True), (2, True), (3, False), (6, False), (8, True), (64, True)):
+            e = self.md(lambda s: s["decode"].update(tensorParallel=tp))
+            want = [] if ok else ['spec.decode.tensorParallel: Invalid value: "integer": '
+                                  "tensorParallel must be a power of two from 1 to 64"]
+            self.assertEqual(e, want, tp)
+
+    def test_model_path_xor_dummy(self):
+        e = self.md(lambda s: s["model"].update(path="/models/x"))
+        self.assertEqual(e, ['spec.model: Invalid value: "object": set exactly one of model.path '
+                             "(a checkpoint) and model.dummy (random weights)"])
+        e = self.md(lambda s: s["model"].pop("dummy"))
+        self.assertEqual(len(e), 1)
+        self.assertIn("set exactly one of model.path", e[0])
+
+    def test_volume_rules(self):
+        def with_volume(volume, path="/models/x"):
+            def mutate(s):
+                s["model"].pop("dummy")
+                s["model"].update(path=path, volume=volume)
+            return mutate
+        pvc = {"persistentVolumeClaim": {"claimName": "w"}}
+        self.assertEqual(self.md(with_volume(pvc)), [])
+        e = self.md(with_volume(pvc, path="/weights/x"))
+        self.assertEqual(e, ['spec.model: Invalid value: "object": model.path must lie under '
+                             "model.volume.mountPath"])
+        e = self.md(with_volume({}))
+        self.assertEqual(e, ['spec.model.volume: Invalid value: "object": volume needs exactly one '
+                             "of persistentVolumeClaim and hostPath"])
+        both = dict(pvc, hostPath={"path": "/data"})
+        self.assertEqual(len(self.md(with_volume(both))), 1)
+
+    def test_autoscaling_rules(self):
+        def scale(**a):
+            return lambda s: s["decode"].update(autoscaling=a)
+        self.assertEqual(self.md(scale(enabled=True, minReplicas=1, maxReplicas=2)), [])
+        self.assertEqual(self.md(scale(enabled=True)),
+                         ['spec.decode.autoscaling: Invalid value: "object": '
+                          "autoscaling.maxReplicas is required when autoscaling is enabled"])
+        self.assertEqual(self.md(scale(enabled=False, minReplicas=3, maxReplicas=2)),
+                         ['spec.decode.autoscaling: Invalid value: "object": '
+                          "autoscaling.minReplicas must not exceed autoscaling.maxReplicas"])
+        e = self.md(scale(enabled=True, minReplicas=2, maxReplicas=4))  # replicas 1 < min 2
+        self.assertEqual(e, ['spec.decode: Invalid value: "object": replicas must lie within '
+                             "autoscaling.minReplicas..autoscaling.maxReplicas while autoscaling "
+                             "is enabled"])
+        self.assertEqual(self.md(scale(enabled=False, minReplicas=2, maxReplicas=4)), [])
+        e = errors_of(MP, pool(replicas=9, autoscaling={"enabled": True, "maxReplicas": 8}))
+        self.assertEqual(len(e), 1)
+        self.assertTrue(e[0].startswith('spec: Invalid value: "object": replicas must lie'))
+
+    def test_prefill_fp8_kv_needs_decode_fp8_kv(self):
+        e = self.md(lambda s: s["prefill"].update(kvCache="fp8_e4m3"))
+        self.assertEqual(len(e), 1)
+        self.assertTrue(e[0].startswith('spec: Invalid value: "object": prefill.kvCache fp8_e4m3 '
+                                        "needs decode.kvCache fp8_e4m3"), e[0])
+        both = self.md(lambda s: (s["prefill"].update(kvCache="fp8_e4m3"),
+                                  s["decode"].update(kvCache="fp8_e4m3")))
+        self.assertEqual(both, [])
+
+    def test_name_length_rule_at_the_root(self):
+        obj = example("tiny-cpu")
+        obj["metadata"]["name"] = "n" * 45
+        self.assertEqual(errors_of(MD, obj),
+                         ['<nil>: Invalid value: "object": metadata.name must be at most 44 '
+                          "characters so that <name>-prefill (ModelPool, StatefulSet) stays "
+                          "within 52"])
+        obj["metadata"]["name"] = "n" * 44
+        self.assertEqual(errors_of(MD, obj), [])
+
+    def test_transition_rules_only_on_update(self):
+        def checkpoint(path):
+            def mutate(s):
+                s["model"].pop("dummy")
+                s["model"]["path"] = path
+            return mutate
+        self.assertEqual(self.md(checkpoint("/a")), [])  # a create: no oldSelf
+        self.assertEqual(self.md(checkpoint("/a"), checkpoint("/a")), [])
+        self.assertEqual(self.md(checkpoint("/b"), checkpoint("/a")),
+                         ['spec.model.path: Invalid value: "string": model.path is immutable'])
+        e = self.md(checkpoint("/a"), lambda s: None)  # dummy -> checkpoint
+        self.assertEqual(e, ['spec.model: Invalid value: "object": the model source (path or '
+                             "dummy) is immutable"])
+        e = self.md(lambda s: s["model"]["dummy"].update(seed=2), lambda s: None)
+        self.assertEqual(e, ['spec.model.dummy: Invalid value: "object": model.dummy is '
+                             "immutable"])
+        # Mutable fields may change.
+        self.assertEqual(self.md(lambda s: s["decode"].update(replicas=5), lambda s: None), [])
+
+    def test_model_pool_identity_is_immutable(self):
+        old = pool()
+        self.assertEqual(errors_of(MP, old), [])
+        e = errors_of(MP, pool(role="prefill"), old)
+        self.assertEqual(e, ['spec.role: Invalid value: "string": role is immutable'])
+        e = errors_of(MP, pool(deploymentName="other"), old)
+        self.assertEqual(e, ['spec.deploymentName: Invalid value: "string": deploymentName is '
+                             "immutable"])
+        self.assertEqual(errors_of(MP, pool(replicas=4), old), [])  # the scale subresource's way
+
+
+class GenericAdmitTest(unittest.TestCase):
+    """Schema features the tandem CRDs do not use but kube-sim may meet."""
+
+    SCHEMA = {"type": "object", "properties": {
+        "spec": {"type": "object", "properties": {
+            "free": {"type": "object", "x-kubernetes-preserve-unknown-fields": True,
+                     "properties": {"known": {"type": "object",
+                                              "properties": {"a": {"type": "integer"}}}}},
+            "labels": {"type": "object",
+                       "additionalProperties": {"type": "object", "properties": {
+                           "w": {"type": "integer", "default": 7}}}},
+            "items": {"type": "array", "items": {"type": "object", "properties": {
+                "n": {"type": "string", "default": "x"}}}},
+            "maybe": {"type": "string", "nullable": True},
+            "ratio": {"type": "number"},
+            "pair": {"type": "object", "properties": {
+                "lo": {"type": "integer"}, "hi": {"type": "integer"}},
+                "x-kubernetes-validations": [
+                    {"rule": "self.lo <= self.hi", "messageExpression":
+                     "'lo ' + string(self.lo) + ' above hi ' + string(self.hi)"},
+                    {"rule": "self.lo != 13", "fieldPath": ".lo", "reason": "FieldValueForbidden",
+                     "message": "unlucky"},
+                    {"rule": "self.hi != 99"}]},
+            "half": {"type": "number",
+                     "x-kubernetes-validations": [{"rule": "self == 0.5 || self == 1.0"}]},
+        }}}}
+
+    def test_preserve_unknown_maps_list_defaults_nullable(self):
+        obj = {"spec": {"free": {"anything": [1], "known": {"a": 1, "b": 2}},
+                        "labels": {"x": {}, "y": {"w": 1, "z": 0}},
+                        "items": [{}, {"n": "y", "m": 1}], "maybe": None}}
+        self.assertEqual(crd_schema.admit(self.SCHEMA, obj), [])
+        spec = obj["spec"]
+        self.assertEqual(spec["free"], {"anything": [1], "known": {"a": 1}})
+        self.assertEqual(spec["labels"], {"x": {"w": 7}, "y": {"w": 1}})
+        self.assertEqual(spec["items"], [{"n": "x"}, {"n": "y"}])
+        self.assertIsNone(spec["maybe"])
+
+    def test_message_expression_field_path_reason_default_message(self):
+        obj = {"spec": {"pair": {"lo": 13, "hi": 12}}}
+        self.assertEqual(crd_schema.admit(self.SCHEMA, obj), [
+            'spec.pair: Invalid value: "object": lo 13 above hi 12',
+            "spec.pair.lo: Forbidden: unlucky"])
+        obj = {"spec": {"pair": {"lo": 1, "hi": 99}}}
+        self.assertEqual(crd_schema.admit(self.SCHEMA, obj), [
+            'spec.pair: Invalid value: "object": failed rule: self.hi != 99'])
+
+    def test_rule_runtime_error_is_reported(self):
+        obj = {"spec": {"pair": {"lo": 1}}}
+        self.assertEqual(crd_schema.admit(self.SCHEMA, obj), [
+            'spec.pair: Invalid value: "object": no such key: hi evaluating rule: '
+            "self.lo <= self.hi",
+            'spec.pair: Invalid value: "object": no such key: hi evaluating rule: self.hi != 99'])
+
+    def test_number_fields_are_doubles_in_cel(self):
+        self.assertEqual(crd_schema.admit(self.SCHEMA, {"spec": {"half": 1}}), [])
+        self.assertEqual(len(crd_schema.admit(self.SCHEMA, {"spec": {"half": 2}})), 1)
+
+    def test_accepts_the_version_entry_or_the_schema(self):
+        for wrapped in (MD_CRD["spec"]["versions"][0], MD_CRD["spec"]["versions"][0]["schema"],
+                        MD):
+            obj = example("tiny-cpu")
+            obj["spec"]["decode"]["weights"] = "int8"
+            self.assertEqual(len(crd_schema.admit(wrapped, obj)), 1)
+
+
+def crd_with(schema_spec, rules=None):
+    root = {"type": "object", "properties": {"spec": schema_spec}}
+    if rules:
+        root["x-kubernetes-validations"] = rules
+    return {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": "things.example.com"},
+            "spec": {"group": "example.com", "scope": "Namespaced",
+                     "names": {"plural": "things", "kind": "Thing"},
+                     "versions": [{"name": "v1", "served": True, "storage": True,
+                                   "schema": {"openAPIV3Schema": root}}]}}
+
+
+class StructuralTest(unittest.TestCase):
+    def assert_rejected(self, spec_schema, fragment, rules=None):
+        errors = crd_schema.validate_crd(crd_with(spec_schema, rules))
+        self.assertTrue(any(fragment in e for e in errors), errors)
+
+    def test_accepts_a_plain_schema(self):
+        self.assertEqual(crd_schema.validate_crd(crd_with({"type": "object"})), [])
+
+    def test_rejects_non_structural_schemas(self):
+        self.assert_rejected({"properties": {"a": {"type": "string"}}}, "type: Required value")
+        self.assert_rejected({"type": "object", "properties": {"a": {"type": "string"}},
+                              "additionalProperties": {"type": "string"}}, "mutually exclusive")
+        self.assert_rejected({"type": "object", "properties": {"a": {
+            "type": "string", "anyOf": [{"type": "string"}]}}}, "anyOf[0].type: Forbidden")
+        self.assert_rejected({"type": "object", "properties": {"a": {"$ref": "#/x"}}},
+                             "$ref: Forbidden")
+        self.assert_rejected({"type": "array"}, "items: Required value")
+        self.assert_rejected({"type": "array", "items": {"type": "string"}, "uniqueItems": True},
+                             "uniqueItems")
+        self.assert_rejected({"type": "object", "additionalProperties": False}, "must not be false")
+        self.assert_rejected({"type": "string", "x-kubernetes-int-or-string": True},
+                             "must be empty with x-kubernetes-int-or-string")
+        self.assert_rejected({"type": "array", "x-kubernetes-list-type": "map",
+                              "items": {"type": "object"}}, "list-map-keys: Required value")
+
+    def test_rejects_bad_rules_and_defaults(self):
+        self.assert_rejected({"type": "object", "x-kubernetes-validations": [
+            {"rule": "self.a <="}]}, "compilation failed")
+        self.assert_rejected({"type": "object", "x-kubernetes-validations": [
+            {"rule": "quantity(self.a).isGreaterThan(quantity('1'))"}]}, "compilation failed")
+        self.assert_rejected({"type": "array", "items": {
+            "type": "string", "x-kubernetes-validations": [{"rule": "self == oldSelf"}]}},
+            "uncorrelatable")
+        self.assert_rejected({"type": "object", "properties": {"n": {
+            "type": "integer", "minimum": 1, "default": 0}}}, "default: Invalid value")
+        self.assert_rejected({"type": "object", "properties": {"o": {
+            "type": "object", "properties": {}, "default": {"x": 1}}}}, "unknown fields")
+        self.assert_rejected({"type": "object"}, "compilation failed",
+                             rules=[{"rule": "self.spec.size() > "}])
+
+    def test_admission_of_an_uncompilable_rule_is_an_error_not_a_crash(self):
+        schema = {"type": "object", "x-kubernetes-validations": [{"rule": "foo(self)"}]}
+        e = crd_schema.admit(schema, {})
+        self.assertEqual(len(e), 1)
+        self.assertIn("does not compile", e[0])
+
+
+class CelTest(unittest.TestCase):
+    def ev(self, text, self_value=None, old=None):
+        act = {"self": self_value}
+        if old is not None:
+            act["oldSelf"] = old
+        return cel.compile_rule(text).evaluate(act)
+
+    def eval_error(self, text, self_value=None):
+        with self.assertRaises(cel.CelEvalError):
+            self.ev(text, self_value)
+
+    def test_literals_and_strings(self):
+        self.assertEqual(self.ev("0x10 + 1"), 17)
+        self.assertEqual(self.ev("1.5e1"), 15.0)
+        self.assertEqual(self.ev(r"'a\tb' + " + '"\\u00e9"'), "a\tb\u00e9")
+        self.assertEqual(self.ev(r"r'\d+'"), r"\d+")
+        self.assertEqual(self.ev("'''multi\nline'''"), "multi\nline")
+        self.assertIsNone(self.ev("null"))
+        self.assertEqual(self.ev("[1, 'a', true, [null]]"), [1, "a", True, [None]])
+        self.assertEqual(self.ev("{'a': 1, 2: 'b'}[2]"), "b")
+        self.assertEqual(self.ev("5u + 1u"), 6)
+        self.assertEqual(self.ev("-9223372036854775808"), -(2**63))
+
+    def test_int_semantics(self):
+        self.assertEqual(self.ev("7 / 2"), 3)
+        self.assertEqual(self.ev("-7 / 2"), -3)  # truncation, not floor
+        self.assertEqual(self.ev("-7 % 3"), -1)  # the dividend's sign
+        self.assertEqual(self.ev("7 % -3"), 1)
+        self.assertEqual(self.ev("2 * 3 + 4 * 5 - 6 / 2"), 23)
+        self.assertEqual(self.ev("(1 + 2) * 3"), 9)
+        self.eval_error("9223372036854775807 + 1")
+        self.eval_error("-9223372036854775807 - 2")
+        self.eval_error("1 / 0")
+        self.eval_error("1 % 0")
+        self.eval_error("0u - 1u")
+        self.eval_error("1 + 1.0")  # no implicit int/double arithmetic
+        self.eval_error("1 + 1u")
+        self.eval_error("'a' + 1")
+        self.assertEqual(self.ev("1.0 / 0.0"), float("inf"))
+        self.assertTrue(self.ev("1 == 1.0"))  # equality compares numbers by value
+        self.assertTrue(self.ev("1 < 1.5"))
+        self.assertFalse(self.ev("1 == true"))
+
+    def test_logic_and_error_absorption(self):
+        self.assertTrue(self.ev("true || self.missing", {}))
+        self.assertTrue(self.ev("self.missing || true", {}))  # commutative, like CEL
+        self.assertFalse(self.ev("self.missing && false", {}))
+        self.eval_error("self.missing && true", {})
+        self.eval_error("self.missing || false", {})
+        self.assertFalse(self.ev("!true"))
+        self.eval_error("!1")
+        self.assertEqual(self.ev("self > 2 ? 'big' : 'small'", 3), "big")
+        self.assertEqual(self.ev("true ? false ? 1 : 2 : 3"), 2)
+        self.eval_error("1 ? 2 : 3")
+
+    def test_fields_has_index_size_in(self):
+        obj = {"a": {"b": [10, 20]}, "m": {"k": "v"}}
+        self.assertEqual(self.ev("self.a.b[1]", obj), 20)
+        self.assertTrue(self.ev("has(self.a.b)", obj))
+        self.assertFalse(self.ev("has(self.a.c)", obj))
+        self.assertEqual(self.ev("size(self.a.b) + self.a.b.size() + size('héllo')", obj), 9)
+        self.assertTrue(self.ev("'k' in self.m && 20 in self.a.b && !(3 in [1, 2])", obj))
+        self.assertEqual(self.ev("self.m['k']", obj), "v")
+        self.eval_error("self.a.b[2]", obj)
+        self.eval_error("self.m['x']", obj)
+        self.eval_error("self.a.b.c", obj)
+
+    def test_macros(self):
+        self.assertTrue(self.ev("self.all(x, x > 0)", [1, 2, 3]))
+        self.assertFalse(self.ev("self.all(x, x > 1)", [1, 2, 3]))
+        self.assertTrue(self.ev("self.exists(x, x == 2)", [1, 2, 3]))
+        self.assertTrue(self.ev("self.exists_one(x, x > 2)", [1, 2, 3]))
+        self.assertFalse(self.ev("self.exists_one(x, x > 1)", [1, 2, 3]))
+        self.assertEqual(self.ev("self.map(x, x * 10)", [1, 2]), [10, 20])
+        self.assertEqual(self.ev("self.map(x, x > 1, x * 10)", [1, 2]), [20])
+        self.assertEqual(self.ev("self.filter(x, x % 2 == 1)", [1, 2, 3]), [1, 3])
+        self.assertTrue(self.ev("self.all(k, k.startsWith('a'))", {"ab": 1, "ac": 2}))
+        # A false element decides `all` even when another element errors.
+        self.assertFalse(self.ev("self.all(x, x.v > 0)", [{}, {"v": 0}]))
+        self.eval_error("self.all(x, x.v > 0)", [{}, {"v": 1}])
+        self.assertTrue(self.ev("self.all(x, x.all(y, y > 0))", [[1], [2, 3]]))
+
+    def test_string_functions(self):
+        self.assertTrue(self.ev("self.startsWith('/models') && self.endsWith('k2')", "/models/k2"))
+        self.assertTrue(self.ev("self.contains('del')", "/models"))
+        self.assertTrue(self.ev("self.matches('^[a-z]+-[0-9]$')", "abc-1"))
+        self.assertTrue(self.ev("matches(self, 'b')", "abc"))  # partial match, like RE2's
+        self.assertEqual(self.ev("self.lowerAscii() + self.upperAscii()", "Ab"), "abAB")
+        self.assertEqual(self.ev("int('42') + int(2.9)"), 44)
+        self.assertEqual(self.ev("string(12) + string(true)"), "12true")
+        self.assertEqual(self.ev("double(1)"), 1.0)
+        self.eval_error("self.startsWith(1)", "x")
+        self.eval_error("int('x')")
+        self.eval_error("self.matches('(')", "x")
+
+    def test_old_self(self):
+        self.assertTrue(cel.compile_rule("self == oldSelf").uses_old_self)
+        self.assertFalse(cel.compile_rule("self.x == 1").uses_old_self)
+        self.assertTrue(self.ev("self == oldSelf", {"a": [1]}, {"a": [1]}))
+        self.assertFalse(self.ev("self == oldSelf", {"a": [1]}, {"a": [2]}))
+
+    def test_syntax_errors_at_compile_time(self):
+        for bad in ["", "self.", "1 +", "(1", "[1, 2", "{1: }", "self..a", "foo", "oldself",
+                    "self.a(", "has(self)", "has(1)", "self.nosuch()", "quantity('1')",
+                    "1 = 1", "self.all(1, true)", "'unterminated", "@", "'\\q'", "if",
+                    "99999999999999999999", "self.map(x)", "x.all(y, true)"]:
+            with self.assertRaises(cel.CelSyntaxError, msg=bad):
+                cel.compile_rule(bad)
+
+    def test_deep_nesting_is_a_syntax_error_not_a_crash(self):
+        with self.assertRaises(cel.CelSyntaxError):
+            cel.compile_rule("(" * 500 + "1" + ")" * 500)
+
+
+class RobustnessTest(unittest.TestCase):
+    """Seeded random damage to CRDs and resources: errors, never exceptions."""
+
+    JUNK = [None, 0, -1, 1.5, "", "x", True, [], [None], {}, {"type": 5}, {"rule": 1},
+            [{"rule": "self"}], {"x-kubernetes-validations": "no"}]
+
+    def mutate(self, node, rng, depth=0):
+        if isinstance(node, dict) and node:
+            key = rng.choice(sorted(node, key=str))
+            if rng.random() < 0.3 or depth > 12:
+                node[key] = copy.deepcopy(rng.choice(self.JUNK))
+            else:
+                self.mutate(node[key], rng, depth + 1)
+        elif isinstance(node, list) and node:
+            i = rng.randrange(len(node))
+            if rng.random() < 0.3 or depth > 12:
+                node[i] = copy.deepcopy(rng.choice(self.JUNK))
+            else:
+                self.mutate(node[i], rng, depth + 1)
+
+    def test_mutated_crds_and_resources(self):
+        rng = random.Random(7)
+        for i in range(600):
+            crd = copy.deepcopy(rng.choice([MD_CRD, MP_CRD]))
+            for _ in range(rng.randint(1, 3)):
+                self.mutate(crd, rng)
+            errors = crd_schema.validate_crd(crd)
+            self.assertIsInstance(errors, list)
+            obj = example(rng.choice(EXAMPLES)) if crd is not None else {}
+            for _ in range(rng.randint(0, 3)):
+                self.mutate(obj, rng)
+            if errors:
+                continue
+            schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+            old = copy.deepcopy(obj) if rng.random() < 0.5 else None
+            self.assertIsInstance(crd_schema.admit(schema, obj, old), list, i)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=1)
