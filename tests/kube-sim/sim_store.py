@@ -242,6 +242,10 @@ class Store:
             obj["kind"] = res.kind
             if res.status and res.key != ("", "namespaces"):
                 obj.pop("status", None)
+            if meta.get("resourceVersion"):
+                # What the real server's storage answers (e.g. for a re-created `get -o yaml`).
+                raise ApiError(500, "Internal error occurred: resourceVersion should not be set "
+                               "on objects to be created", reason="InternalError")
             for k in ("resourceVersion", "uid", "deletionTimestamp", "deletionGracePeriodSeconds"):
                 meta.pop(k, None)
             meta["uid"] = str(uuid.uuid4())
@@ -302,6 +306,10 @@ class Store:
                                "URL (%s)" % (meta.get("name"), name))
             if res.namespaced and meta.get("namespace") not in (None, "", ns):
                 raise ApiError(400, "the namespace of the object does not match the URL")
+            if meta.get("uid") and meta["uid"] != old["metadata"]["uid"]:
+                raise sim_errors.conflict(res, name, "Precondition failed: UID in precondition: "
+                                          "%s, UID in object meta: %s"
+                                          % (meta["uid"], old["metadata"]["uid"]))
             want_rv = meta.get("resourceVersion")
             if check_rv and not want_rv and (res.crd or res.key == CRDS_KEY):
                 # Custom resources (and CRDs) do not allow unconditional updates.

@@ -208,6 +208,12 @@ class CrudTest(SimTestCase):
         self.assertRegex(a["metadata"]["creationTimestamp"], r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
         code, st = self.sim.req("POST", CMS, cm("crud-a"))
         self.assertEqual((code, st["kind"], st["reason"]), (409, "Status", "AlreadyExists"))
+        code, st = self.sim.req("POST", CMS, dict(a, metadata=dict(a["metadata"], name="copy")))
+        self.assertEqual(code, 500)
+        self.assertIn("resourceVersion should not be set on objects to be created", st["message"])
+        code, st = self.sim.req("PUT", CMS + "/crud-a", dict(a, metadata=dict(a["metadata"],
+                                                                            uid="other")))
+        self.assertEqual((code, st["reason"]), (409, "Conflict"))
         code, st = self.sim.req("POST", "/api/v1/namespaces/nope/configmaps", cm("x"))
         self.assertEqual((code, st["reason"]), (404, "NotFound"))
         code, st = self.sim.req("GET", CMS + "/missing")
