@@ -5,7 +5,10 @@
 // Logits are N(0, 2) ("flat": the nucleus of top-p 0.9 is tens of thousands of tokens, the worst
 // case for the partial sort) or the same plus +12 on 8 tokens ("peaked", a confident model).
 //
+// BM_RowSum and BM_RowExp calibrate: one pass over the row, one expf per entry.
+//
 //   build/engine/sampler_bench --benchmark_min_time=0.2s
+#include <cmath>
 #include <random>
 #include <vector>
 
@@ -60,6 +63,28 @@ void BM_Sample(benchmark::State& state) {
   }
   state.SetItemsProcessed(state.iterations());
 }
+
+// Calibration on a shared machine: one plain pass over the row (a sum), and one expf per entry
+// (the floor of any sampler that normalises the full distribution).
+void BM_RowSum(benchmark::State& state) {
+  const std::vector<float> logits = Logits(state.range(0), false);
+  for (auto _ : state) {
+    float sum = 0;
+    for (float v : logits) sum += v;
+    benchmark::DoNotOptimize(sum);
+  }
+}
+BENCHMARK(BM_RowSum)->Arg(163840)->Unit(benchmark::kMicrosecond);
+
+void BM_RowExp(benchmark::State& state) {
+  const std::vector<float> logits = Logits(state.range(0), false);
+  for (auto _ : state) {
+    double sum = 0;
+    for (float v : logits) sum += std::exp(v);
+    benchmark::DoNotOptimize(sum);
+  }
+}
+BENCHMARK(BM_RowExp)->Arg(163840)->Unit(benchmark::kMicrosecond);
 
 void Args(benchmark::internal::Benchmark* b) {
   for (int64_t vocab : {163840, 151552}) {

@@ -145,8 +145,16 @@ StatusOr<SampleResult> Sampler::Sample(std::span<const float> logits, std::span<
   UpdateCounts(prompt_tokens, output_tokens);
   const int64_t n = vocab_size_;
   const float* raw = logits.data();
+  const bool greedy = params_.temperature < kGreedyBelowTemperature;
+  const bool mask = static_cast<int64_t>(output_tokens.size()) < params_.min_tokens && !masked_early_.empty();
+  const bool penalties_requested = params_.repetition_penalty != 1.0f || params_.frequency_penalty != 0.0f ||
+                                   params_.presence_penalty != 0.0f;
+  // Plain greedy: one pass over the raw row (Argmax skips NaN and takes the first +inf).
+  const bool plain_greedy = greedy && !mask && !penalties_requested;
   int64_t num_pos_inf = 0;
-  for (int64_t i = 0; i < n; ++i) num_pos_inf += raw[i] == kPosInf;
+  if (params_.logprobs >= 0 || !plain_greedy) {
+    for (int64_t i = 0; i < n; ++i) num_pos_inf += raw[i] == kPosInf;
+  }
 
   SampleResult result;
   double log_z = 0;  // log of the raw row's normaliser (log-sum-exp)
@@ -157,23 +165,19 @@ StatusOr<SampleResult> Sampler::Sample(std::span<const float> logits, std::span<
     for (int32_t t : top) result.top_logprobs.push_back({t, RawLogprob(raw[t], log_z, num_pos_inf)});
   }
 
-  const bool mask = static_cast<int64_t>(output_tokens.size()) < params_.min_tokens && !masked_early_.empty();
-  const bool penalties =
-      num_pos_inf == 0 && (params_.repetition_penalty != 1.0f || params_.frequency_penalty != 0.0f ||
-                           params_.presence_penalty != 0.0f);
   StatusOr<int32_t> token = 0;
-  const bool greedy = params_.temperature < kGreedyBelowTemperature;
-  if (greedy && !mask && !penalties) {
-    token = Argmax(raw, n);  // NaN-safe and +inf-aware on the raw row: no copy needed
+  if (plain_greedy) {
+    token = Argmax(raw, n);
   } else {
-    // The working row: NaN -> -inf; with any +inf, the +inf tokens are the (uniform) distribution.
+    // The working row: NaN -> -inf; with any +inf, the +inf tokens are the (uniform) distribution
+    // and penalties do not apply.
     SamplerScratch& s = ThreadSamplerScratch(n);
     float* x = s.x.data();
     if (num_pos_inf > 0) {
       for (int64_t i = 0; i < n; ++i) x[i] = raw[i] == kPosInf ? 0.0f : kNegInf;
     } else {
       for (int64_t i = 0; i < n; ++i) x[i] = std::isnan(raw[i]) ? kNegInf : raw[i];
-      if (penalties) ApplyPenalties(x);
+      if (penalties_requested) ApplyPenalties(x);
     }
     if (mask) {
       for (int32_t t : masked_early_) x[t] = kNegInf;

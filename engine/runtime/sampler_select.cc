@@ -14,10 +14,9 @@ Status NothingToSample() {
   return Status::InvalidArgument("no token can be sampled: every logit is -inf or NaN (after masking)");
 }
 
-// Inverse-CDF draw over w[0, n) in id order (zero weights are never drawn). REQUIRES: some w > 0.
-int32_t DrawInIdOrder(const float* w, int64_t n, double u) {
-  double mass = 0;
-  for (int64_t i = 0; i < n; ++i) mass += w[i];
+// Inverse-CDF draw over w[0, n) in id order (zero weights are never drawn); `mass` is their sum.
+// REQUIRES: some w > 0.
+int32_t DrawInIdOrder(const float* w, int64_t n, double mass, double u) {
   const double target = u * mass;
   double cum = 0;
   int64_t last_positive = 0;
@@ -107,9 +106,12 @@ int32_t DrawNucleus(const float* x, int64_t n, float m, float lo, const Sampling
             [x](int32_t a, int32_t b) { return x[a] > x[b] || (x[a] == x[b] && a < b); });
   const size_t keep = NucleusPrefix(edge.data(), edge.size(), w, before, limit, p.min_p, cross == 0);
   for (size_t i = keep; i < edge.size(); ++i) w[edge[i]] = 0;
-  for (int64_t i = 0; i < n; ++i)
+  double mass = 0;
+  for (int64_t i = 0; i < n; ++i) {
     if (bucket[i] > cross || w[i] < p.min_p) w[i] = 0;
-  return DrawInIdOrder(w, n, u);
+    mass += w[i];
+  }
+  return DrawInIdOrder(w, n, mass, u);
 }
 
 }  // namespace
@@ -186,11 +188,13 @@ StatusOr<int32_t> Draw(const float* x, int64_t n, const SamplingParams& p, doubl
   if (p.top_p < 1.0f) return DrawNucleus(x, n, m, lo, p, inv_t, u, s);
   // No sort needed: min-p is a threshold on w.
   float* w = s->w.data();
+  double mass = 0;
   for (int64_t i = 0; i < n; ++i) {
     const float wi = std::exp((x[i] - m) * inv_t);
     w[i] = wi < p.min_p ? 0.0f : wi;
+    mass += w[i];
   }
-  return DrawInIdOrder(w, n, u);
+  return DrawInIdOrder(w, n, mass, u);
 }
 
 }  // namespace tandem::engine::runtime
