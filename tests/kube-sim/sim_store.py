@@ -244,8 +244,8 @@ class Store:
                 obj.pop("status", None)
             if meta.get("resourceVersion"):
                 # What the real server's storage answers (e.g. for a re-created `get -o yaml`).
-                raise ApiError(500, "Internal error occurred: resourceVersion should not be set "
-                               "on objects to be created", reason="InternalError")
+                raise ApiError(500, "resourceVersion should not be set on objects to be created",
+                               reason="InternalError")
             for k in ("resourceVersion", "uid", "deletionTimestamp", "deletionGracePeriodSeconds"):
                 meta.pop(k, None)
             meta["uid"] = str(uuid.uuid4())
