@@ -2,6 +2,8 @@
 store's history, with selectors, bookmarks, timeouts, 410 Gone and the watch faults."""
 
 import json
+import select
+import socket
 import ssl
 import time
 
@@ -136,6 +138,9 @@ class WatchMixin:
                         return self._end_stream(action == "drop")
                 if unserved or time.monotonic() >= deadline:
                     return self._end_stream()
+                if not events and self._client_gone():
+                    self.close_connection = True
+                    return None  # an idle watch whose client hung up frees its thread
                 if bookmarks and time.monotonic() >= next_bookmark:
                     next_bookmark = time.monotonic() + sim.bookmark_interval
                     self._chunk({"type": "BOOKMARK", "object": {
@@ -144,6 +149,18 @@ class WatchMixin:
         except (BrokenPipeError, ConnectionResetError, ssl.SSLError, OSError):
             self.close_connection = True
         return None
+
+    def _client_gone(self):
+        """True when the client closed its side (a watch client never sends anything more)."""
+        try:
+            readable, _, _ = select.select([self.connection], [], [], 0)
+            if not readable:
+                return False
+            if isinstance(self.connection, ssl.SSLSocket):
+                return True  # a close_notify or EOF; nothing else is expected here
+            return self.connection.recv(1, socket.MSG_PEEK) == b""
+        except (OSError, ValueError):
+            return True
 
     def _end_stream(self, drop=False):
         if drop:

@@ -15,7 +15,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from sim_testlib import REPO, SimProcess, WatchStream, make_certs  # noqa: E402
+from sim_testlib import REPO, SimProcess, WatchStream, make_certs, wait_for  # noqa: E402
 
 MDEP = "/apis/tandem.dev/v1alpha1/namespaces/default/modeldeployments"
 POOLS = "/apis/tandem.dev/v1alpha1/namespaces/default/modelpools"
@@ -919,6 +919,23 @@ class AuthTest(unittest.TestCase):
 
 
 class ShutdownTest(unittest.TestCase):
+    @unittest.skipUnless(os.path.exists("/proc/self/status"), "needs /proc")
+    def test_abandoned_watches_free_their_threads(self):
+        sim = SimProcess()
+
+        def threads():
+            with open("/proc/%d/status" % sim.proc.pid) as f:
+                return int([x for x in f if x.startswith("Threads:")][0].split()[1])
+        try:
+            base = threads()
+            streams = [WatchStream(sim, CMS + "?watch=1") for _ in range(20)]
+            self.assertGreaterEqual(threads(), base + 20)
+            for w in streams:
+                w.close()
+            wait_for(lambda: threads() <= base, 15, "watch threads to end")
+        finally:
+            sim.stop()
+
     def test_sigterm_with_open_watch(self):
         sim = SimProcess()
         w = WatchStream(sim, CMS + "?watch=1")
