@@ -13,8 +13,8 @@ worded like the API server's (`spec.decode.weights: Unsupported value: "int8": s
 "bf16", "fp8", "int4"`); empty means admitted. As in Kubernetes, CEL rules are skipped when a type
 or required error already makes the object unusable.
 
-`validate_crd(crd)` is the registration-time check: every version's schema is structural
-(structural_errors) and every rule compiles. kube-sim rejects a CRD that fails it, so a rule this
+`validate_crd(crd)` (in crd_structural.py) is the registration-time check: every version's schema
+is structural and every rule compiles. kube-sim rejects a CRD that fails it, so a rule this
 evaluator does not understand is refused there, never a crash at admission.
 """
 import copy
@@ -26,7 +26,7 @@ import cel
 _PROGRAMS = {}
 
 
-def _program(rule):
+def program_for(rule):
     if rule not in _PROGRAMS:
         _PROGRAMS[rule] = cel.compile_rule(rule)  # raises cel.CelSyntaxError
     return _PROGRAMS[rule]
@@ -44,7 +44,7 @@ def admit(version_schema, obj, old_obj=None):
     prune(obj, schema, root=True)
     apply_defaults(obj, schema)
     errors = []
-    _validate(obj, schema, "", errors)
+    validate_values(obj, schema, "", errors)
     blocking = any(e.kind in ("type", "required") for e in errors)
     messages = [e.text for e in errors]
     if blocking:
@@ -149,7 +149,8 @@ def _invalid(errors, path, value, detail, kind="value"):
     errors.append(_Error(kind, f"{_show(path)}: Invalid value: {fmt_value(value)}: {detail}"))
 
 
-def _validate(value, schema, path, errors):
+def validate_values(value, schema, path, errors):
+    """Appends the OpenAPI value-validation errors of `value` at `path` to `errors`."""
     where = f"{_show(path)} in body"
     if value is None:
         if not schema.get("nullable"):
@@ -227,7 +228,7 @@ def _validate_array(value, schema, path, where, errors):
     items = schema.get("items")
     if isinstance(items, dict):
         for i, item in enumerate(value):
-            _validate(item, items, f"{_show(path)}[{i}]", errors)
+            validate_values(item, items, f"{_show(path)}[{i}]", errors)
     list_type = schema.get("x-kubernetes-list-type")
     if list_type in ("set", "map"):
         keys = schema.get("x-kubernetes-list-map-keys", [])
@@ -257,15 +258,15 @@ def _validate_object(value, schema, path, where, errors):
         if path == "" and key == "metadata":
             continue  # ObjectMeta is checked by the API server itself, not by the CRD schema
         if key in props:
-            _validate(child, props[key], _child(path, key), errors)
+            validate_values(child, props[key], _child(path, key), errors)
         elif isinstance(extra, dict):
-            _validate(child, extra, f"{_show(path)}[{key}]", errors)
+            validate_values(child, extra, f"{_show(path)}[{key}]", errors)
 
 
 def _validate_combinators(value, schema, path, where, errors):
     def passes(sub):
         trial = []
-        _validate(value, sub, path, trial)
+        validate_values(value, sub, path, trial)
         return not trial
 
     if "anyOf" in schema and not any(passes(s) for s in schema["anyOf"]):
@@ -273,7 +274,7 @@ def _validate_combinators(value, schema, path, where, errors):
     if "oneOf" in schema and sum(passes(s) for s in schema["oneOf"]) != 1:
         _invalid(errors, path, value, f"{where} must validate one and only one schema (oneOf)")
     for sub in schema.get("allOf", []):
-        _validate(value, sub, path, errors)
+        validate_values(value, sub, path, errors)
     if "not" in schema and passes(schema["not"]):
         _invalid(errors, path, value, f"{where} must not validate the schema (not)")
 
@@ -337,7 +338,7 @@ def _rule_error(rule, schema, path, activation, detail=None):
         message = rule.get("message") or f"failed rule: {rule['rule']}"
         if rule.get("messageExpression"):
             try:
-                m = _program(rule["messageExpression"]).evaluate(activation)
+                m = program_for(rule["messageExpression"]).evaluate(activation)
                 if isinstance(m, str) and m.strip():
                     message = m
             except (cel.CelSyntaxError, cel.CelEvalError):
@@ -352,7 +353,7 @@ def _rule_error(rule, schema, path, activation, detail=None):
 def _check_node_rules(value, schema, old, has_old, path, out):
     for rule in schema.get("x-kubernetes-validations", []):
         try:
-            program = _program(rule["rule"])
+            program = program_for(rule["rule"])
         except cel.CelSyntaxError as e:
             out.append(f"{_show(path)}: Internal error: rule {rule['rule']!r} does not compile: "
                        f"{e}")
@@ -404,223 +405,13 @@ def _check_rules(value, schema, old, has_old, path, out):
                          f"{_show(path)}[{i}]", out)
 
 
-# ---------------------------------------------------------------- registration-time checks
+def validate_crd(crd):
+    """Registration-time errors of a CustomResourceDefinition (crd_structural.py)."""
+    import crd_structural  # imports this module; loaded on first use to avoid an import cycle
+    return crd_structural.validate_crd(crd)
+
 
 def structural_errors(schema, path="openAPIV3Schema"):
-    """Why `schema` is not a structural schema (Kubernetes' rules), or []."""
-    errors = []
-    _structural(schema, path, errors, in_combinator=False, root=True)
-    return errors
-
-
-FORBIDDEN_KEYS = ("$ref", "definitions", "dependencies", "additionalItems", "patternProperties",
-                  "id", "$schema")
-INT_OR_STRING_ANYOF = [{"type": "integer"}, {"type": "string"}]
-
-
-TYPES = ("object", "array", "string", "integer", "number", "boolean")
-LIST_TYPES = ("atomic", "set", "map")
-RULE_FIELDS = ("rule", "message", "messageExpression", "reason", "fieldPath")
-
-
-def _is_number(v):
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
-
-
-def _is_count(v):
-    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
-
-
-def _is_str_list(v):
-    return isinstance(v, list) and all(isinstance(x, str) for x in v)
-
-
-def _is_pattern(v):
-    if not isinstance(v, str):
-        return False
-    try:
-        re.compile(v)
-    except re.error:
-        return False
-    return True
-
-
-def _is_rule_list(v):
-    return isinstance(v, list) and all(
-        isinstance(r, dict) and isinstance(r.get("rule"), str) and
-        all(isinstance(r.get(f, ""), str) for f in RULE_FIELDS) for r in v)
-
-
-# keyword -> (check, what it must be)
-KEYWORD_SHAPES = {
-    "type": (lambda v: v in TYPES, "one of " + ", ".join(TYPES)),
-    "properties": (lambda v: isinstance(v, dict) and all(isinstance(x, dict) for x in v.values()),
-                   "a map of schemas"),
-    "required": (_is_str_list, "a list of strings"),
-    "enum": (lambda v: isinstance(v, list), "a list"),
-    "items": (lambda v: isinstance(v, dict), "one schema"),
-    "additionalProperties": (lambda v: isinstance(v, (dict, bool)), "a schema or a boolean"),
-    "anyOf": (lambda v: isinstance(v, list) and all(isinstance(x, dict) for x in v),
-              "a list of schemas"),
-    "not": (lambda v: isinstance(v, dict), "a schema"),
-    "pattern": (_is_pattern, "a regular expression"),
-    "format": (lambda v: isinstance(v, str), "a string"),
-    "description": (lambda v: isinstance(v, str), "a string"),
-    "x-kubernetes-validations": (_is_rule_list, "a list of {rule, message, ...}"),
-    "x-kubernetes-list-type": (lambda v: v in LIST_TYPES, "one of " + ", ".join(LIST_TYPES)),
-    "x-kubernetes-list-map-keys": (_is_str_list, "a list of strings"),
-}
-KEYWORD_SHAPES["allOf"] = KEYWORD_SHAPES["oneOf"] = KEYWORD_SHAPES["anyOf"]
-for _k in ("minimum", "maximum", "multipleOf"):
-    KEYWORD_SHAPES[_k] = (_is_number, "a number")
-for _k in ("minLength", "maxLength", "minItems", "maxItems", "minProperties", "maxProperties"):
-    KEYWORD_SHAPES[_k] = (_is_count, "a non-negative integer")
-for _k in ("exclusiveMinimum", "exclusiveMaximum", "nullable", "uniqueItems",
-           "x-kubernetes-int-or-string", "x-kubernetes-preserve-unknown-fields",
-           "x-kubernetes-embedded-resource"):
-    KEYWORD_SHAPES[_k] = (lambda v: isinstance(v, bool), "a boolean")
-
-
-def _structural(s, path, errors, in_combinator, root=False):
-    if not isinstance(s, dict):
-        errors.append(f"{path}: must be an object")
-        return
-    bad = [k for k, (ok, _) in KEYWORD_SHAPES.items() if k in s and not ok(s[k])]
-    for key in bad:
-        errors.append(f"{path}.{key}: Invalid value: must be {KEYWORD_SHAPES[key][1]}")
-    if bad:
-        return  # the checks below assume well-formed keywords
-    for key in FORBIDDEN_KEYS:
-        if key in s:
-            errors.append(f"{path}.{key}: Forbidden: {key} is not supported")
-    if s.get("uniqueItems") is True:
-        errors.append(f"{path}.uniqueItems: Forbidden: uniqueItems cannot be set to true")
-    if s.get("additionalProperties") is False:
-        errors.append(f"{path}.additionalProperties: Forbidden: must not be false")
-    int_or_string = s.get("x-kubernetes-int-or-string") is True
-    preserve = s.get("x-kubernetes-preserve-unknown-fields") is True
-    if in_combinator:
-        for key in ("type", "description", "default", "nullable", "additionalProperties",
-                    "x-kubernetes-preserve-unknown-fields", "x-kubernetes-validations"):
-            if key in s:
-                errors.append(f"{path}.{key}: Forbidden: must be empty inside anyOf/allOf/oneOf/"
-                              "not (value validations only)")
-    else:
-        if root and s.get("type") != "object":
-            errors.append(f"{path}.type: Required value: must be object at the root")
-        if not s.get("type") and not int_or_string and not preserve:
-            errors.append(f"{path}.type: Required value: must not be empty for specified "
-                          "object fields")
-        if int_or_string and s.get("type"):
-            errors.append(f"{path}.type: Forbidden: must be empty with "
-                          "x-kubernetes-int-or-string")
-    if "properties" in s and isinstance(s.get("additionalProperties"), dict):
-        errors.append(f"{path}.additionalProperties: Forbidden: additionalProperties and "
-                      "properties are mutually exclusive")
-    if (s.get("type") == "array" and not in_combinator) and not isinstance(s.get("items"), dict):
-        errors.append(f"{path}.items: Required value: must be specified (one schema) for arrays")
-    if s.get("x-kubernetes-embedded-resource") and s.get("type") != "object":
-        errors.append(f"{path}.type: Required value: must be object for an embedded resource")
-    if s.get("x-kubernetes-list-type") == "map":
-        _structural_list_map(s, path, errors)
-    for key, prop in s.get("properties", {}).items():
-        _structural(prop, f"{path}.properties[{key}]", errors, in_combinator)
-    for key in ("items", "additionalProperties", "not"):
-        if isinstance(s.get(key), dict):
-            _structural(s[key], f"{path}.{key}", errors, in_combinator or key == "not")
-    for key in ("anyOf", "allOf", "oneOf"):
-        if key in s:
-            if int_or_string and key == "anyOf" and s[key] == INT_OR_STRING_ANYOF:
-                continue
-            for i, sub in enumerate(s[key]):
-                _structural(sub, f"{path}.{key}[{i}]", errors, True)
-
-
-def _structural_list_map(s, path, errors):
-    keys = s.get("x-kubernetes-list-map-keys") or []
-    items = s.get("items") if isinstance(s.get("items"), dict) else {}
-    if not keys:
-        errors.append(f"{path}.x-kubernetes-list-map-keys: Required value: needed with "
-                      "x-kubernetes-list-type map")
-    if items.get("type") != "object":
-        errors.append(f"{path}.items.type: Invalid value: must be object for a list-type map")
-    for k in keys:
-        prop = items.get("properties", {}).get(k)
-        if prop is None or prop.get("type") not in ("string", "integer", "boolean", "number"):
-            errors.append(f"{path}.x-kubernetes-list-map-keys: Invalid value: {k!r} must be a "
-                          "scalar property of the items")
-        elif k not in items.get("required", []) and "default" not in prop:
-            errors.append(f"{path}.x-kubernetes-list-map-keys: Invalid value: {k!r} must be "
-                          "required or defaulted")
-
-
-def _rule_errors(s, path, correlatable, errors):
-    for i, rule in enumerate(s.get("x-kubernetes-validations", [])):
-        where = f"{path}.x-kubernetes-validations[{i}]"
-        for field in ("rule", "messageExpression"):
-            if field not in rule:
-                continue
-            try:
-                program = _program(rule[field])
-            except cel.CelSyntaxError as e:
-                errors.append(f"{where}.{field}: Invalid value: {rule[field]!r}: compilation "
-                              f"failed: {e}")
-                continue
-            if program.uses_old_self and not correlatable:
-                errors.append(f"{where}.{field}: Invalid value: oldSelf cannot be used on the "
-                              "uncorrelatable portion of the schema")
-    for key, prop in s.get("properties", {}).items():
-        _rule_errors(prop, f"{path}.properties[{key}]", correlatable, errors)
-    if isinstance(s.get("additionalProperties"), dict):
-        _rule_errors(s["additionalProperties"], f"{path}.additionalProperties", correlatable,
-                     errors)
-    if isinstance(s.get("items"), dict):
-        keep = correlatable and s.get("x-kubernetes-list-type") == "map"
-        _rule_errors(s["items"], f"{path}.items", keep, errors)
-
-
-def _default_errors(s, path, errors):
-    if "default" in s:
-        value = copy.deepcopy(s["default"])
-        pruned = copy.deepcopy(value)
-        prune(pruned, s)
-        if pruned != value:
-            errors.append(f"{path}.default: Invalid value: must not have unknown fields")
-        apply_defaults(value, s)
-        trial = []
-        _validate(value, s, "", trial)
-        errors.extend(f"{path}.default: Invalid value: {e.text}" for e in trial)
-    for key, prop in s.get("properties", {}).items():
-        _default_errors(prop, f"{path}.properties[{key}]", errors)
-    for key in ("items", "additionalProperties"):
-        if isinstance(s.get(key), dict):
-            _default_errors(s[key], f"{path}.{key}", errors)
-
-
-def validate_crd(crd):
-    """Registration-time errors of a CustomResourceDefinition (apiextensions.k8s.io/v1)."""
-    errors = []
-    spec = crd.get("spec") if isinstance(crd, dict) else None
-    if not isinstance(spec, dict):
-        return ["spec: Required value"]
-    for field in ("group", "names", "scope", "versions"):
-        if field not in spec:
-            errors.append(f"spec.{field}: Required value")
-    versions = spec.get("versions") or []
-    if not isinstance(versions, list) or not all(isinstance(v, dict) for v in versions):
-        return errors + ["spec.versions: Invalid value: must be a list of objects"]
-    if sum(1 for v in versions if v.get("storage")) != 1:
-        errors.append("spec.versions: Invalid value: must have exactly one storage version")
-    for i, version in enumerate(versions):
-        path = f"spec.versions[{i}].schema.openAPIV3Schema"
-        wrapper = version.get("schema")
-        schema = wrapper.get("openAPIV3Schema") if isinstance(wrapper, dict) else None
-        if not isinstance(schema, dict):
-            errors.append(f"{path}: Required value: schemas are required")
-            continue
-        before = len(errors)
-        errors.extend(structural_errors(schema, path))
-        if len(errors) == before:
-            _rule_errors(schema, path, True, errors)
-            _default_errors(schema, path, errors)
-    return errors
+    """Why `schema` is not a structural schema (crd_structural.py), or []."""
+    import crd_structural
+    return crd_structural.structural_errors(schema, path)
