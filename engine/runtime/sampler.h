@@ -17,8 +17,9 @@
 //
 // The draw for output position n uses one uniform number derived from (seed, n) by a splitmix64
 // hash, so a request's samples depend only on its seed, its logits and its position: not on the
-// batch it shares, or how often it was preempted and recomputed. (Across platforms, up to libm's
-// last-bit differences in expf, which can move a draw that lands on a probability boundary.)
+// batch it shares, how often it was preempted and recomputed, or the platform: the weights come
+// from a libm-free expf approximation built without FMA contraction (sampler_select.h), so every
+// platform computes the same bits. (Reported logprobs use libm and may differ in the last bit.)
 
 #include <cstdint>
 #include <span>

@@ -44,15 +44,13 @@ size_t NucleusPrefix(const int32_t* ids, size_t count, const float* w, double ma
   return keep;
 }
 
-// Top-k: the k best by heap selection, sorted, then top-p / min-p over their renormalised mass.
-int32_t DrawTopK(const float* x, int64_t n, const SamplingParams& p, float inv_t, double u,
-                 SamplerScratch* s) {
+// Top-k: s->top holds the k best (SelectTop, not empty); top-p / min-p over their renormalised mass.
+int32_t DrawTopK(const float* x, const SamplingParams& p, float inv_t, double u, SamplerScratch* s) {
   std::vector<int32_t>& top = s->top;
-  SelectTop(x, n, p.top_k, &top);
   float* w = s->w.data();
   const float m = x[top[0]];
   double total = 0;
-  for (int32_t t : top) total += (w[t] = std::exp((x[t] - m) * inv_t));
+  for (int32_t t : top) total += (w[t] = ExpNonPositive((x[t] - m) * inv_t));
   const size_t keep = NucleusPrefix(top.data(), top.size(), w, 0, p.top_p * total, p.min_p, true);
   double mass = 0;
   for (size_t i = 0; i < keep; ++i) mass += w[top[i]];
@@ -80,15 +78,14 @@ int32_t DrawNucleus(const float* x, int64_t n, float m, float lo, const Sampling
   float* w = s->w.data();
   int32_t* bucket = s->idx.data();
   s->bucket_mass.assign(kBuckets, 0.0);
+  for (int64_t i = 0; i < n; ++i) w[i] = ExpNonPositive((x[i] - m) * inv_t);  // vectorised; -inf -> 0
   double total = 0;
   for (int64_t i = 0; i < n; ++i) {
     if (x[i] == kNegInf) {
-      w[i] = 0;
       bucket[i] = kBuckets;
       continue;
     }
     const float d = (m - x[i]) * inv_t;
-    w[i] = std::exp((x[i] - m) * inv_t);
     const int32_t b = d >= depth ? kBuckets - 1 : std::min(kBuckets - 1, static_cast<int32_t>(d * scale));
     bucket[i] = b;
     s->bucket_mass[b] += w[i];
@@ -178,22 +175,27 @@ float RawLogprob(float v, double log_z, int64_t num_pos_inf) {
 
 StatusOr<int32_t> Draw(const float* x, int64_t n, const SamplingParams& p, double u, SamplerScratch* s) {
   const float inv_t = 1.0f / p.temperature;
+  if (p.top_k > 0 && p.top_k < n) {
+    SelectTop(x, n, p.top_k, &s->top);
+    if (s->top.empty()) return NothingToSample();
+    return DrawTopK(x, p, inv_t, u, s);
+  }
   float m = kNegInf, lo = kPosInf;
   for (int64_t i = 0; i < n; ++i) {
     m = x[i] > m ? x[i] : m;
     lo = x[i] > kNegInf && x[i] < lo ? x[i] : lo;
   }
   if (m == kNegInf) return NothingToSample();
-  if (p.top_k > 0 && p.top_k < n) return DrawTopK(x, n, p, inv_t, u, s);
   if (p.top_p < 1.0f) return DrawNucleus(x, n, m, lo, p, inv_t, u, s);
   // No sort needed: min-p is a threshold on w.
   float* w = s->w.data();
-  double mass = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    const float wi = std::exp((x[i] - m) * inv_t);
-    w[i] = wi < p.min_p ? 0.0f : wi;
-    mass += w[i];
+  const float min_p = p.min_p;
+  for (int64_t i = 0; i < n; ++i) {  // vectorised: no reduction in this loop
+    const float wi = ExpNonPositive((x[i] - m) * inv_t);
+    w[i] = wi < min_p ? 0.0f : wi;
   }
+  double mass = 0;
+  for (int64_t i = 0; i < n; ++i) mass += w[i];
   return DrawInIdOrder(w, n, mass, u);
 }
 

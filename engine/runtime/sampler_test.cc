@@ -10,6 +10,8 @@
 
 #include <gtest/gtest.h>
 
+#include "engine/runtime/sampler_select.h"
+
 namespace tandem::engine::runtime {
 namespace {
 
@@ -26,6 +28,18 @@ int32_t SampleOne(Sampler& s, const std::vector<float>& logits, const std::vecto
   StatusOr<SampleResult> r = s.Sample(logits, prompt, output);
   EXPECT_TRUE(r.ok()) << r.status().ToString();
   return r.ok() ? r->token : -1;
+}
+
+TEST(SamplerTest, ExpApproximationIsAccurateAndExactAtZero) {
+  EXPECT_EQ(ExpNonPositive(0.0f), 1.0f);  // the most likely token weighs exactly 1 (min-p = 1 keeps it)
+  EXPECT_EQ(ExpNonPositive(-kInf), 0.0f);
+  EXPECT_EQ(ExpNonPositive(-87.5f), 0.0f);
+  double worst = 0;
+  for (float x = -87.0f; x <= 0.0f; x += 0.000731f) {
+    const double want = std::exp(static_cast<double>(x));
+    worst = std::max(worst, std::abs(ExpNonPositive(x) - want) / want);
+  }
+  EXPECT_LT(worst, 5e-7);
 }
 
 TEST(SamplerTest, ValidationNamesTheField) {
