@@ -14,6 +14,7 @@ using them is rejected when registered instead of crashing at admission.
     program.evaluate({"self": {...}})                                   # raises CelEvalError
     program.uses_old_self                                               # a transition rule?
 """
+import math
 import re
 
 from cel_parse import INT64_MAX, INT64_MIN, UINT64_MAX, CelEvalError, CelSyntaxError, Parser, UInt
@@ -96,6 +97,7 @@ def _arith(op, a, b):
         if b == 0:
             raise CelEvalError("division by zero" if op == "/" else "modulus by zero")
         q = abs(a) // abs(b) * (1 if (a < 0) == (b < 0) else -1)  # truncate toward zero
+        _check_int(q, ta)  # INT64_MIN / -1 overflows, and so does INT64_MIN % -1
         return _check_int(q if op == "/" else a - q * b, ta)
     return _check_int({"+": a + b, "-": a - b, "*": a * b}[op], ta)
 
@@ -117,12 +119,16 @@ def _select(target, field):
 
 def _index(target, key):
     if isinstance(target, list):
+        if type(key) is float and key.is_integer():
+            key = int(key)  # heterogeneous numbers: [a, b][1.0] is [a, b][1]
         if type(key) not in (int, UInt):
             raise CelEvalError(f"no such overload: list[{type_name(key)}]")
         if not 0 <= key < len(target):
             raise CelEvalError(f"index out of bounds: {key}")
         return target[int(key)]
     if isinstance(target, dict):
+        if type_name(key) not in ("int", "uint", "double", "string", "bool"):
+            raise CelEvalError(f"no such overload: map[{type_name(key)}]")
         for k, v in target.items():
             if cel_equal(k, key):
                 return v
@@ -160,35 +166,59 @@ def _string_method(name, target, args):
     return target.strip()
 
 
+INT_TEXT = re.compile(r"^[+-]?[0-9]+$")
+DOUBLE_TEXT = re.compile(r"^[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?$|^[+-]?(inf|infinity|nan)$",
+                         re.IGNORECASE)
+
+
+def _format_double(v):
+    if v != v:
+        return "NaN"
+    if v in (float("inf"), float("-inf")):
+        return "+Inf" if v > 0 else "-Inf"
+    if v.is_integer() and abs(v) < 1e16:
+        return ("-" if math.copysign(1, v) < 0 else "") + str(int(abs(v)))
+    return repr(v)
+
+
+def _to_integer(name, v):
+    if isinstance(v, str):
+        if not INT_TEXT.match(v):
+            raise CelEvalError(f"{name}() cannot convert string {v!r}")
+        v = int(v)
+    elif isinstance(v, float):
+        if v != v or v in (float("inf"), float("-inf")):
+            raise CelEvalError(f"{name}() of a non-finite double")
+        v = int(v)  # truncates toward zero
+    elif not (_numeric(v) or (isinstance(v, bool) and name == "int")):  # int(true) is 1
+        raise CelEvalError(f"no such overload: {name}({type_name(v)})")
+    return _check_int(int(v), name)
+
+
 def _convert(name, v):
-    try:
-        if name == "int":
-            if isinstance(v, bool) or not (_numeric(v) or isinstance(v, str)):
-                raise CelEvalError(f"no such overload: int({type_name(v)})")
-            if isinstance(v, float) and (v != v or v in (float("inf"), float("-inf"))):
-                raise CelEvalError("int() of a non-finite double")
-            return _check_int(int(v), "int")
-        if name == "uint":
-            if isinstance(v, bool) or not (_numeric(v) or isinstance(v, str)):
-                raise CelEvalError(f"no such overload: uint({type_name(v)})")
-            return _check_int(int(v), "uint")
-        if name == "double":
-            if isinstance(v, bool) or not (_numeric(v) or isinstance(v, str)):
-                raise CelEvalError(f"no such overload: double({type_name(v)})")
+    if name in ("int", "uint"):
+        return _to_integer(name, v)
+    if name == "double":
+        if isinstance(v, str):
+            if not DOUBLE_TEXT.match(v):
+                raise CelEvalError(f"double() cannot convert string {v!r}")
             return float(v)
-        if name == "bool":
-            if isinstance(v, bool):
-                return v
-            if v in ("true", "True", "TRUE", "t", "1"):
-                return True
-            if v in ("false", "False", "FALSE", "f", "0"):
-                return False
-            raise CelEvalError(f"bool() cannot convert {v!r}")
-    except (ValueError, OverflowError):
-        raise CelEvalError(f"{name}() cannot convert {v!r}") from None
+        if isinstance(v, bool) or not _numeric(v):
+            raise CelEvalError(f"no such overload: double({type_name(v)})")
+        return float(v)
+    if name == "bool":
+        if isinstance(v, bool):
+            return v
+        if v in ("true", "True", "TRUE", "t", "1"):
+            return True
+        if v in ("false", "False", "FALSE", "f", "0"):
+            return False
+        raise CelEvalError(f"bool() cannot convert {v!r}")
     if isinstance(v, bool):
         return "true" if v else "false"
-    if isinstance(v, (str, int, float)):
+    if isinstance(v, float):
+        return _format_double(v)
+    if isinstance(v, (str, int)):
         return str(v)
     raise CelEvalError(f"no such overload: string({type_name(v)})")
 
@@ -274,6 +304,8 @@ class _Evaluator:
             if isinstance(b, list):
                 return any(cel_equal(a, x) for x in b)
             if isinstance(b, dict):
+                if type_name(a) not in ("int", "uint", "double", "string", "bool"):
+                    raise CelEvalError(f"no such overload: {type_name(a)} in map")
                 return any(cel_equal(a, k) for k in b)
             raise CelEvalError(f"no such overload: {type_name(a)} in {type_name(b)}")
         if op in ("<", "<=", ">", ">="):

@@ -153,7 +153,7 @@ class Parser:
         cond = self.binary(1)
         if self.peek("?"):
             self.take("?")
-            a = self.expr()
+            a = self.binary(1)  # CEL: `or ? or : expr`, so a nested `?:` in the middle needs ()
             self.take(":")
             b = self.expr()
             cond = ("cond", cond, a, b)
@@ -172,14 +172,29 @@ class Parser:
             left = ("binary", op, left, right)
 
     def unary(self):
-        if self.peek("!") or self.peek("-"):
-            _, op, _ = self.take()
-            operand = self.unary()
-            if op == "-" and operand[0] == "lit" and type(operand[1]) in (int, float):
-                if -operand[1] < INT64_MIN:
-                    raise CelSyntaxError(f"integer literal -{operand[1]} out of range")
-                return ("lit", -operand[1])
-            return ("unary", op, operand)
+        # CEL's grammar: `'!'+ member | '-'+ member | member`. A run of one operator is
+        # parsed, pairs cancel (`!!x` is x, unchecked, as in cel-cpp), and `!-x` / `-!x` are
+        # syntax errors unless `-` starts a negative number literal (`!-1`).
+        if not (self.peek("!") or self.peek("-")) or self._negative_number():
+            return self.member()
+        _, op, pos = self.take()
+        count = 1
+        while self.peek(op) and not (op == "-" and self._negative_number()):
+            self.take()
+            count += 1
+        if (self.peek("!") or self.peek("-")) and not self._negative_number():
+            raise CelSyntaxError(f"unexpected {self.tokens[self.i][1]!r} after {op!r} at {pos}")
+        operand = self.member()
+        return ("unary", op, operand) if count % 2 else operand
+
+    def _negative_number(self):
+        kind, v, _ = self.tokens[self.i]
+        if kind == "end":
+            return False
+        nxt = self.tokens[self.i + 1]
+        return kind == "op" and v == "-" and nxt[0] == "lit" and type(nxt[1]) in (int, float)
+
+    def member(self):
         return self.postfix(self.primary())
 
     def args(self, closer):
@@ -192,10 +207,15 @@ class Parser:
         return items
 
     def primary(self):
+        if self._negative_number():
+            self.take("-")
+            _, v, pos = self.take()
+            if type(v) is int and -v < INT64_MIN:
+                raise CelSyntaxError(f"integer literal -{v} out of range")
+            return ("lit", -v)
         kind, v, pos = self.take()
         if kind == "lit":
-            negated = self.i >= 2 and self.tokens[self.i - 2][:2] == ("op", "-")
-            if type(v) is int and v > INT64_MAX and not negated:
+            if type(v) is int and v > INT64_MAX:
                 raise CelSyntaxError(f"integer literal {v} out of range")
             return ("lit", v)
         if kind == "ident":

@@ -35,6 +35,19 @@ class CelTest(unittest.TestCase):
         self.assertEqual(self.ev("5u + 1u"), 6)
         self.assertEqual(self.ev("-9223372036854775808"), -(2**63))
 
+    def test_unary_runs(self):
+        # CEL's grammar: runs of one unary operator; pairs cancel without a type check.
+        self.assertEqual(self.ev("--3"), 3)
+        self.assertEqual(self.ev("!!'x'"), "x")
+        self.assertFalse(self.ev("!!!true"))
+        self.assertEqual(self.ev("[-1, - 2][1]"), -2)  # `-` then a number is a literal
+        self.eval_error("!-1")  # parses (! of the literal -1), but ! wants a bool
+        for bad in ["!-true", "-!true", "!-self"]:
+            with self.assertRaises(cel.CelSyntaxError, msg=bad):
+                cel.compile_rule(bad)
+        self.eval_error("-3u")  # no negative uint literal: negation of a uint
+        self.eval_error("-'a'")
+
     def test_int_semantics(self):
         self.assertEqual(self.ev("7 / 2"), 3)
         self.assertEqual(self.ev("-7 / 2"), -3)  # truncation, not floor
@@ -64,7 +77,10 @@ class CelTest(unittest.TestCase):
         self.assertFalse(self.ev("!true"))
         self.eval_error("!1")
         self.assertEqual(self.ev("self > 2 ? 'big' : 'small'", 3), "big")
-        self.assertEqual(self.ev("true ? false ? 1 : 2 : 3"), 2)
+        self.assertEqual(self.ev("true ? (false ? 1 : 2) : 3"), 2)
+        self.assertEqual(self.ev("false ? 1 : true ? 2 : 3"), 2)  # right-associative
+        with self.assertRaises(cel.CelSyntaxError):  # CEL: `or ? or : expr`
+            cel.compile_rule("true ? false ? 1 : 2 : 3")
         self.eval_error("1 ? 2 : 3")
 
     def test_fields_has_index_size_in(self):
