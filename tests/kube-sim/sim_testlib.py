@@ -8,6 +8,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
@@ -167,3 +168,69 @@ def make_certs(d):
             "-CAcreateserial", "-out", name + ".crt", "-days", "2", *ext)
     return {n: os.path.join(d, n) for n in ("ca.crt", "server.crt", "server.key", "client.crt",
                                              "client.key")}
+
+
+# ---- fixtures shared by the cases_*.py test modules ----------------------------------------------
+
+MDEP = "/apis/tandem.dev/v1alpha1/namespaces/default/modeldeployments"
+POOLS = "/apis/tandem.dev/v1alpha1/namespaces/default/modelpools"
+CMS = "/api/v1/namespaces/default/configmaps"
+STS = "/apis/apps/v1/namespaces/default/statefulsets"
+DEPLOYS = "/apis/apps/v1/namespaces/default/deployments"
+PODS = "/api/v1/namespaces/default/pods"
+CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+
+
+def load_crds():
+    """The CRDs of crds/ (read with PyYAML, which the test venv has)."""
+    import yaml
+    docs = []
+    crd_dir = os.path.join(REPO, "crds")
+    for name in sorted(os.listdir(crd_dir)):
+        if name.endswith(".yaml"):
+            with open(os.path.join(crd_dir, name)) as f:
+                docs.extend(d for d in yaml.safe_load_all(f) if d)
+    return docs
+
+
+def mdep(name, **spec):
+    body = {"model": {"name": "tandem/tiny", "dummy": {"preset": "tiny", "seed": 1}}}
+    body.update(spec)
+    return {"apiVersion": "tandem.dev/v1alpha1", "kind": "ModelDeployment",
+            "metadata": {"name": name}, "spec": body}
+
+
+def cm(name, data=None, labels=None, owners=None, finalizers=None):
+    meta = {"name": name}
+    if labels:
+        meta["labels"] = labels
+    if owners:
+        meta["ownerReferences"] = [{"apiVersion": o["apiVersion"], "kind": o["kind"],
+                                    "name": o["metadata"]["name"], "uid": o["metadata"]["uid"]}
+                                   for o in owners]
+    if finalizers:
+        meta["finalizers"] = finalizers
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": data or {}}
+
+
+def sts(name, replicas, labels=None):
+    labels = labels or {"app": name}
+    return {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": name},
+            "spec": {"replicas": replicas, "serviceName": name,
+                     "selector": {"matchLabels": labels},
+                     "template": {"metadata": {"labels": labels},
+                                  "spec": {"containers": [{"name": "c", "image": "agent"}]}}}}
+
+
+class SimTestCase(unittest.TestCase):
+    ARGS = ()
+
+    @classmethod
+    def setUpClass(cls):
+        cls.sim = SimProcess(*cls.ARGS)
+        for crd in load_crds():
+            cls.sim.ok("POST", CRDS, crd)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.sim.stop()
