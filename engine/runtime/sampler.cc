@@ -159,7 +159,7 @@ StatusOr<SampleResult> Sampler::Sample(std::span<const float> logits, std::span<
   SampleResult result;
   double log_z = 0;  // log of the raw row's normaliser (log-sum-exp)
   if (params_.logprobs >= 0) {
-    log_z = LogSumExp(raw, n, num_pos_inf);
+    log_z = LogSumExp(raw, n, num_pos_inf, ThreadSamplerScratch(n).w.data());
     std::vector<int32_t> top;
     SelectTop(raw, n, params_.logprobs, &top);
     for (int32_t t : top) result.top_logprobs.push_back({t, RawLogprob(raw[t], log_z, num_pos_inf)});

@@ -156,14 +156,14 @@ StatusOr<int32_t> Argmax(const float* x, int64_t n) {
   return static_cast<int32_t>(best);
 }
 
-double LogSumExp(const float* x, int64_t n, int64_t num_pos_inf) {
+double LogSumExp(const float* x, int64_t n, int64_t num_pos_inf, float* tmp) {
   if (num_pos_inf > 0) return std::log(static_cast<double>(num_pos_inf));
   float m = kNegInf;
-  for (int64_t i = 0; i < n; ++i) m = x[i] > m ? x[i] : m;
+  for (int64_t i = 0; i < n; ++i) m = x[i] > m ? x[i] : m;  // NaN never wins
   if (m == kNegInf) return -std::numeric_limits<double>::infinity();
+  for (int64_t i = 0; i < n; ++i) tmp[i] = ExpNonPositive(x[i] - m);  // vectorised; NaN, -inf -> 0
   double sum = 0;
-  for (int64_t i = 0; i < n; ++i)
-    if (x[i] > kNegInf) sum += std::exp(x[i] - m);
+  for (int64_t i = 0; i < n; ++i) sum += tmp[i];
   return m + std::log(sum);
 }
 

@@ -54,7 +54,8 @@ StatusOr<int32_t> Argmax(const float* x, int64_t n);
 
 // log(sum exp(x)) over x[0, n) in double, NaN entries counting as -inf; log(num_pos_inf) when some
 // entries are +inf (then the distribution is uniform over those), -inf when none is finite.
-double LogSumExp(const float* x, int64_t n, int64_t num_pos_inf);
+// `tmp` ([n] floats) is scratch.
+double LogSumExp(const float* x, int64_t n, int64_t num_pos_inf, float* tmp);
 // The log-probability of a raw logit `v` given LogSumExp's result.
 float RawLogprob(float v, double log_z, int64_t num_pos_inf);
 
