@@ -19,7 +19,7 @@
 // hash, so a request's samples depend only on its seed, its logits and its position: not on the
 // batch it shares, how often it was preempted and recomputed, or the platform: the weights come
 // from a libm-free expf approximation built without FMA contraction (sampler_select.h), so every
-// platform computes the same bits. (Reported logprobs use libm and may differ in the last bit.)
+// platform computes the same bits. (Reported logprobs go through libm's log: last-bit differences.)
 
 #include <cstdint>
 #include <span>
