@@ -125,7 +125,7 @@ class OfficialClientTest(SimTestCase):
         self.assertEqual(ctx.exception.status, 409)
         page = core.list_namespaced_config_map("pyclient", limit=1)
         self.assertEqual(len(page.items), 1)
-        apps.create_namespaced_stateful_set("pyclient", sts("py", 2))
+        apps.create_namespaced_stateful_set("pyclient", sts("py", 2, policy="Parallel"))
         got = apps.read_namespaced_stateful_set("py", "pyclient")
         self.assertEqual(got.status.replicas, 2)
         pods = core.list_namespaced_pod("pyclient", label_selector="app=py")

@@ -182,13 +182,19 @@ class ScaleAndTableTest(SimTestCase):
 
 
 class ControllersTest(SimTestCase):
-    def test_statefulset_pods_scale_and_readiness(self):
-        s = self.sim.ok("POST", STS, sts("web", 3))
+    def names(self, selector):
+        pods = self.sim.ok("GET", PODS + "?labelSelector=" + selector)["items"]
+        return sorted(p["metadata"]["name"] for p in pods)
+
+    def test_parallel_statefulset_pods_scale_and_readiness(self):
+        s = self.sim.ok("POST", STS, sts("web", 3, policy="Parallel"))
         pods = self.sim.ok("GET", PODS + "?labelSelector=app%3Dweb")["items"]
         self.assertEqual(sorted(p["metadata"]["name"] for p in pods), ["web-0", "web-1", "web-2"])
         ref = pods[0]["metadata"]["ownerReferences"][0]
         self.assertEqual((ref["kind"], ref["uid"], ref["controller"]),
                          ("StatefulSet", s["metadata"]["uid"], True))
+        self.assertEqual(pods[0]["metadata"]["labels"]["statefulset.kubernetes.io/pod-name"],
+                         pods[0]["metadata"]["name"])
         st = self.sim.ok("GET", STS + "/web")["status"]
         self.assertEqual((st["replicas"], st["readyReplicas"], st["updatedReplicas"],
                           st["observedGeneration"]), (3, 0, 3, 1))
@@ -202,8 +208,7 @@ class ControllersTest(SimTestCase):
         self.assertEqual(self.sim.ok("GET", STS + "/web")["status"]["readyReplicas"], 2)
         self.sim.ok("PATCH", STS + "/web/scale", {"spec": {"replicas": 1}},
                     "application/merge-patch+json")
-        pods = self.sim.ok("GET", PODS + "?labelSelector=app%3Dweb")["items"]
-        self.assertEqual([p["metadata"]["name"] for p in pods], ["web-0"])
+        self.assertEqual(self.names("app%3Dweb"), ["web-0"])
         st = self.sim.ok("GET", STS + "/web")["status"]
         self.assertEqual((st["replicas"], st["observedGeneration"]), (1, 2))
         scale = self.sim.ok("GET", STS + "/web/scale")
@@ -212,7 +217,39 @@ class ControllersTest(SimTestCase):
         self.sim.ok("DELETE", PODS + "/web-0")
         self.sim.ok("GET", PODS + "/web-0")
         self.sim.ok("DELETE", STS + "/web")
-        self.assertEqual(self.sim.ok("GET", PODS + "?labelSelector=app%3Dweb")["items"], [])
+        self.assertEqual(self.names("app%3Dweb"), [])
+
+    def test_ordered_ready_statefulset(self):
+        self.sim.ok("POST", STS, sts("ord", 3))
+        self.assertEqual(self.names("app%3Dord"), ["ord-0"], "ord-1 waits for ord-0 to be Ready")
+        self.assertEqual(self.sim.ok("GET", STS + "/ord")["status"]["replicas"], 1)
+        # A (sticky) ready mark also covers the pods created after it: the rollout completes.
+        self.sim.ok("POST", "/sim/pods-ready", {"namespace": "default", "selector": "app=ord"})
+        self.assertEqual(self.names("app%3Dord"), ["ord-0", "ord-1", "ord-2"])
+        st = self.sim.ok("GET", STS + "/ord")["status"]
+        self.assertEqual((st["replicas"], st["readyReplicas"]), (3, 3))
+        # A template change replaces the pods one by one, highest ordinal first.
+        rv = self.sim.ok("GET", PODS)["metadata"]["resourceVersion"]
+        self.sim.ok("PATCH", STS + "/ord", {"spec": {"template": {"metadata": {"annotations": {
+            "v": "2"}}}}}, "application/merge-patch+json")
+        st = self.sim.ok("GET", STS + "/ord")["status"]
+        self.assertEqual((st["updatedReplicas"], st["readyReplicas"], st["observedGeneration"]),
+                         (3, 3, 2))
+        self.assertEqual(st["currentRevision"], st["updateRevision"])
+        w = WatchStream(self.sim, PODS + "?watch=1&timeoutSeconds=1&labelSelector=app%3Dord"
+                        "&resourceVersion=" + rv)
+        deleted = [e["object"]["metadata"]["name"] for e in w.events() if e["type"] == "DELETED"]
+        self.assertEqual(deleted, ["ord-2", "ord-1", "ord-0"])
+        # A remaining pod that is not Ready holds a scale-down; once Ready, the condemned pods
+        # go, highest ordinal first.
+        self.sim.ok("POST", "/sim/pods-ready", {"namespace": "default", "names": ["ord-0"],
+                                                "ready": False})
+        self.sim.ok("PATCH", STS + "/ord/scale", {"spec": {"replicas": 1}},
+                    "application/merge-patch+json")
+        self.assertEqual(self.names("app%3Dord"), ["ord-0", "ord-1", "ord-2"])
+        self.sim.ok("POST", "/sim/pods-ready", {"namespace": "default", "names": ["ord-0"]})
+        self.assertEqual(self.names("app%3Dord"), ["ord-0"])
+        self.assertEqual(self.sim.ok("GET", STS + "/ord")["status"]["replicas"], 1)
 
     def test_deployment_status(self):
         dep = sts("api", 2)
@@ -232,7 +269,7 @@ class AutoReadyTest(SimTestCase):
     ARGS = ("--auto-ready",)
 
     def test_pods_ready_on_creation(self):
-        self.sim.ok("POST", STS, sts("auto", 2))
+        self.sim.ok("POST", STS, sts("auto", 2))  # OrderedReady, each pod Ready at once
         st = self.sim.ok("GET", STS + "/auto")["status"]
         self.assertEqual(st["readyReplicas"], 2)
         pod = self.sim.ok("GET", PODS + "/auto-0")

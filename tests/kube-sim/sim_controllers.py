@@ -3,10 +3,9 @@ foreground, orphan), namespace and CRD cleanup, CRD registration, pod status, St
 Deployment controllers.
 
 They run as a store reactor: after each outer write, under the store lock, over the events that
-write produced, until nothing changes. Approximations (README.md): StatefulSet pods are created
-and deleted all at once (podManagementPolicy Parallel), a template change replaces every pod at
-once; Deployments own their pods directly (no ReplicaSet); pods have no containers running, they
-become Ready by --auto-ready or POST /sim/pods-ready.
+write produced, until nothing changes. Approximations (README.md): a deleted pod is gone at once;
+Deployments own their pods directly (no ReplicaSet) and replace them all at once; pods have no
+containers running, they become Ready by --auto-ready or POST /sim/pods-ready.
 """
 
 import copy
@@ -65,6 +64,16 @@ class Controllers:
 
     def __init__(self, auto_ready=False):
         self.auto_ready = auto_ready
+        self.ready_rules = {}  # (namespace, selector, names) -> (predicate, ready), newest last
+
+    def _initial_ready(self, pod):
+        """Ready state of a new pod: the newest /sim/pods-ready rule that matches it, else
+        --auto-ready."""
+        ns = pod["metadata"].get("namespace", "")
+        for (rule_ns, _, _), (pred, ready) in reversed(list(self.ready_rules.items())):
+            if rule_ns == ns and pred(pod):
+                return ready
+        return self.auto_ready
 
     def __call__(self, store, batch):
         for res, ev in batch:
@@ -119,7 +128,8 @@ class Controllers:
         if res.key == PODS:
             if not (obj.get("status") or {}).get("phase"):
                 new = copy.deepcopy(obj)
-                new["status"] = pod_status(obj, self.auto_ready, sim_store.now_rfc3339(store.clock))
+                new["status"] = pod_status(obj, self._initial_ready(obj),
+                                           sim_store.now_rfc3339(store.clock))
                 store.put_internal(res, new)
                 return
             ref = _controller_ref(obj)
@@ -272,39 +282,71 @@ class Controllers:
         return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
 
     def _sync_statefulset(self, store, sts):
+        """Pods <name>-<ordinal>. OrderedReady (the default): pod i is created only when pods
+        0..i-1 exist and are Ready; scale-down and template updates delete one pod at a time,
+        highest ordinal first, only while all the others are Ready. Parallel: all at once."""
         if sts["metadata"].get("deletionTimestamp"):
             return
         pods_res = self._res(store, PODS)
         name, ns = sts["metadata"]["name"], sts["metadata"]["namespace"]
         spec = sts.get("spec") or {}
         replicas = int(spec.get("replicas", 1))
+        ordered = spec.get("podManagementPolicy", "OrderedReady") != "Parallel"
         revision = "%s-%s" % (name, _template_hash(spec.get("template") or {}))
-        owned = {p["metadata"]["name"]: p for p in self._owned_pods(store, sts)}
-        for pname, pod in list(owned.items()):
-            ordinal = pname[len(name) + 1:]
-            stale = pod["metadata"].get("labels", {}).get("controller-revision-hash") != revision
-            if (not ordinal.isdigit() or int(ordinal) >= replicas or stale) and not pod[
-                    "metadata"].get("deletionTimestamp"):
+
+        def rev(pod):
+            return pod["metadata"].get("labels", {}).get("controller-revision-hash")
+
+        live, condemned = {}, []
+        for pod in self._owned_pods(store, sts):
+            if pod["metadata"].get("deletionTimestamp"):
+                continue
+            ordinal = pod["metadata"]["name"][len(name) + 1:]
+            if ordinal.isdigit() and int(ordinal) < replicas:
+                live[int(ordinal)] = pod
+            else:
+                condemned.append((int(ordinal) if ordinal.isdigit() else -1, pod))
+        condemned.sort(key=lambda x: -x[0])
+        stale = sorted((i for i, p in live.items() if rev(p) != revision), reverse=True)
+        if not ordered:
+            for _, pod in condemned:
                 store.delete_object(pods_res, pod, "Background")
+            for i in stale:
+                store.delete_object(pods_res, live.pop(i), "Background")
         for i in range(replicas):
+            if i in live:
+                if ordered and not pod_ready(live[i]):
+                    break  # OrderedReady waits for this one
+                continue
             pname = "%s-%d" % (name, i)
             if store.find(PODS, ns, pname) is not None:
-                continue
+                break  # a terminating (or foreign) pod holds the name
             pod = self._new_pod(sts, {"name": pname},
                                 {"statefulset.kubernetes.io/pod-name": pname,
                                  "apps.kubernetes.io/pod-index": str(i),
                                  "controller-revision-hash": revision},
                                 {"hostname": pname, "subdomain": spec.get("serviceName", "")})
             store.create(pods_res, ns, pod)
-        pods = self._owned_pods(store, sts)
-        live = [p for p in pods if not p["metadata"].get("deletionTimestamp")]
-        ready = sum(1 for p in live if pod_ready(p))
-        updated = sum(1 for p in live
-                      if p["metadata"]["labels"].get("controller-revision-hash") == revision)
+            if ordered:
+                break  # the next one once this one is Ready
+        else:
+            if ordered and all(pod_ready(p) for p in live.values()):
+                if condemned:
+                    store.delete_object(pods_res, condemned[0][1], "Background")
+                elif stale:
+                    store.delete_object(pods_res, live[stale[0]], "Background")
+        pods = [p for p in self._owned_pods(store, sts)
+                if not p["metadata"].get("deletionTimestamp")]
+        ready = sum(1 for p in pods if pod_ready(p))
+        updated = sum(1 for p in pods if rev(p) == revision)
+        current = (sts.get("status") or {}).get("currentRevision") or revision
+        if updated == len(pods) == replicas:
+            current = revision
         status = {"observedGeneration": sts["metadata"].get("generation", 1),
-                  "replicas": len(live), "readyReplicas": ready, "availableReplicas": ready,
-                  "currentReplicas": updated, "updatedReplicas": updated,
-                  "currentRevision": revision, "updateRevision": revision, "collisionCount": 0}
+                  "replicas": len(pods), "readyReplicas": ready, "availableReplicas": ready,
+                  "currentReplicas": sum(1 for p in pods if rev(p) == current),
+                  "updatedReplicas": updated, "currentRevision": current,
+                  "updateRevision": revision, "collisionCount": 0}
         self._put_status(store, STATEFULSETS, sts, status)
 
     def _sync_deployment(self, store, dep):
@@ -357,11 +399,16 @@ class Controllers:
         new["status"] = status
         store.put_internal(self._res(store, key), new)
 
-    def set_pods_ready(self, store, ns, predicate, ready):
-        """Marks matching pods Ready (or not); returns how many changed."""
+    def set_pods_ready(self, store, ns, predicate, ready, rule_key=None):
+        """Marks matching pods Ready (or not); returns how many changed. With rule_key the rule
+        also applies to matching pods created later (replacing an earlier rule of that key), so
+        an OrderedReady StatefulSet rolls out completely."""
         pods_res = self._res(store, PODS)
         changed = 0
         with store.cond:
+            if rule_key is not None:
+                self.ready_rules.pop(rule_key, None)
+                self.ready_rules[rule_key] = (predicate, ready)
             store._begin()
             try:
                 for pod in store.items(PODS, ns):
@@ -370,7 +417,6 @@ class Controllers:
                     if pod_ready(pod) == ready and (pod.get("status") or {}).get("phase"):
                         continue
                     new = copy.deepcopy(pod)
-                    new["status"] = None
                     new["status"] = pod_status({"status": {}}, ready,
                                                sim_store.now_rfc3339(store.clock))
                     store.put_internal(pods_res, new)

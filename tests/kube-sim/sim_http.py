@@ -299,11 +299,17 @@ class Handler(WatchMixin, http.server.BaseHTTPRequestHandler):
                     raise ApiError(400, "expected {namespace, selector, names, ready}")
                 pred = sim_selectors.parse_label_selector(body.get("selector", ""))
                 names = body.get("names")
+                if names is not None and (not isinstance(names, list) or not all(
+                        isinstance(n, str) for n in names)):
+                    raise ApiError(400, "names must be a list of pod names")
+                ns = body.get("namespace", "default")
+                sticky = body.get("sticky", True)
                 n = sim.controllers.set_pods_ready(
-                    sim.store, body.get("namespace", "default"),
+                    sim.store, ns,
                     lambda p: pred(p["metadata"].get("labels")) and (
                         names is None or p["metadata"]["name"] in names),
-                    bool(body.get("ready", True)))
+                    bool(body.get("ready", True)),
+                    (ns, body.get("selector", ""), tuple(names or ())) if sticky else None)
                 return self._send_json(200, {"changed": n})
         except (sim_selectors.SelectorError, ValueError) as e:
             raise ApiError(400, str(e))

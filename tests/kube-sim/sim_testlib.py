@@ -213,13 +213,16 @@ def cm(name, data=None, labels=None, owners=None, finalizers=None):
     return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": data or {}}
 
 
-def sts(name, replicas, labels=None):
+def sts(name, replicas, labels=None, policy=None):
     labels = labels or {"app": name}
-    return {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": name},
-            "spec": {"replicas": replicas, "serviceName": name,
+    obj = {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": name},
+           "spec": {"replicas": replicas, "serviceName": name,
                      "selector": {"matchLabels": labels},
                      "template": {"metadata": {"labels": labels},
                                   "spec": {"containers": [{"name": "c", "image": "agent"}]}}}}
+    if policy:
+        obj["spec"]["podManagementPolicy"] = policy
+    return obj
 
 
 class SimTestCase(unittest.TestCase):
