@@ -300,6 +300,37 @@ class CrudTest(SimTestCase):
         code, st = self.sim.req("POST", "/sim/pods-ready", {"selector": "a in ("})
         self.assertEqual(code, 400)
 
+    def test_crd_with_two_versions(self):
+        def version(name, storage, required):
+            return {"name": name, "served": True, "storage": storage, "schema": {
+                "openAPIV3Schema": {"type": "object", "properties": {"spec": {
+                    "type": "object", "required": required,
+                    "properties": {"size": {"type": "integer"}, "color": {"type": "string"}}}}}}}
+        crd = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+               "metadata": {"name": "gadgets.example.com"},
+               "spec": {"group": "example.com", "scope": "Namespaced",
+                        "names": {"plural": "gadgets", "kind": "Gadget"},
+                        "versions": [version("v1", False, []), version("v2", True, ["size"])]}}
+        self.sim.ok("POST", CRDS, crd)
+        groups = {g["name"]: g for g in self.sim.ok("GET", "/apis")["groups"]}
+        self.assertEqual(groups["example.com"]["preferredVersion"]["version"], "v2",
+                         "the storage version is preferred")
+        v1 = "/apis/example.com/v1/namespaces/default/gadgets"
+        v2 = "/apis/example.com/v2/namespaces/default/gadgets"
+        self.sim.ok("POST", v1, {"apiVersion": "example.com/v1", "kind": "Gadget",
+                                 "metadata": {"name": "g"}, "spec": {"color": "red"}})
+        self.assertEqual(self.sim.ok("GET", v2 + "/g")["apiVersion"], "example.com/v2")
+        self.assertEqual(self.sim.ok("GET", v1 + "/g")["apiVersion"], "example.com/v1")
+        code, st = self.sim.req("POST", v2, {"apiVersion": "example.com/v2", "kind": "Gadget",
+                                             "metadata": {"name": "h"}, "spec": {}})
+        self.assertEqual(code, 422, "v2's schema requires spec.size")
+        self.assertIn("spec.size: Required value", st["message"])
+        code, st = self.sim.req("POST", v1, {"apiVersion": "example.com/v2", "kind": "Gadget",
+                                             "metadata": {"name": "h"}, "spec": {"size": 1}})
+        self.assertEqual(code, 400)
+        self.assertIn("does not match the expected API version (example.com/v1)", st["message"])
+        self.sim.ok("DELETE", CRDS + "/gadgets.example.com")
+
     def test_dry_run_writes_nothing(self):
         rv = self.sim.ok("GET", CMS)["metadata"]["resourceVersion"]
         self.sim.ok("POST", CMS + "?dryRun=All", cm("dry"))

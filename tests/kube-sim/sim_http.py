@@ -350,13 +350,14 @@ class Handler(WatchMixin, http.server.BaseHTTPRequestHandler):
         if verb == "watch":
             return self._watch(res, version, ns, name, query)
         if verb == "create":
-            body = self._json_body(raw)
+            body = self._typed_body(res, version, raw)
             obj = store.create(res, ns, body, dry_run=dry_run)
             return self._send_json(201, view(res, version, obj))
         if verb == "update":
             body = self._json_body(raw)
             if sub == "scale":
                 return self._scale_write(res, ns, name, lambda s: body, dry_run)
+            body = self._typed_body(res, version, raw)
             obj = store.update(res, ns, name, body, subresource=sub or None, dry_run=dry_run)
             return self._send_json(200, view(res, version, obj))
         if verb == "patch":
@@ -387,6 +388,21 @@ class Handler(WatchMixin, http.server.BaseHTTPRequestHandler):
                                          "metadata": {"resourceVersion": str(store.rv)},
                                          "items": deleted})
         raise ApiError(405, "method %s is not allowed" % self.command)
+
+    def _typed_body(self, res, version, raw):
+        """The JSON body of a create/update, which must be of the URL's group/version and kind
+        (missing type fields are filled in)."""
+        body = self._json_body(raw)
+        if not isinstance(body, dict):
+            raise ApiError(400, "the body of the request must be an object")
+        want = res.api_version(version)
+        if body.get("apiVersion") not in (None, "", want):
+            raise ApiError(400, "the API version in the data (%s) does not match the expected "
+                           "API version (%s)" % (body.get("apiVersion"), want))
+        if body.get("kind") not in (None, "", res.kind):
+            raise ApiError(400, "the kind in the data (%s) does not match the expected kind "
+                           "(%s)" % (body.get("kind"), res.kind))
+        return dict(body, apiVersion=want, kind=res.kind)
 
     def _delete_options(self, raw, query):
         opts = {}
