@@ -331,6 +331,20 @@ class CrudTest(SimTestCase):
         self.assertIn("does not match the expected API version (example.com/v1)", st["message"])
         self.sim.ok("DELETE", CRDS + "/gadgets.example.com")
 
+    def test_chunked_request_body_and_keep_alive(self):
+        conn = self.sim.connect()
+        body = json.dumps(cm("chunked", data={"k": "v"})).encode()
+        conn.request("POST", CMS, body=iter([body[:10], body[10:]]),
+                     headers={"Content-Type": "application/json"}, encode_chunked=True)
+        resp = conn.getresponse()
+        self.assertEqual((resp.status, json.loads(resp.read())["data"]), (201, {"k": "v"}))
+        for _ in range(3):  # the same connection serves the next requests
+            conn.request("GET", CMS + "/chunked")
+            resp = conn.getresponse()
+            self.assertEqual(resp.status, 200)
+            self.assertEqual(int(resp.getheader("Content-Length")), len(resp.read()))
+        conn.close()
+
     def test_dry_run_writes_nothing(self):
         rv = self.sim.ok("GET", CMS)["metadata"]["resourceVersion"]
         self.sim.ok("POST", CMS + "?dryRun=All", cm("dry"))
