@@ -198,6 +198,15 @@ class CrudTest(SimTestCase):
                             "versions": [{"name": "v1", "served": True, "storage": True}]}}
         code, st = self.sim.req("POST", CRDS, bad_crd)
         self.assertEqual(code, 422, st)
+        shadow = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+                  "metadata": {"name": "deployments.apps"},
+                  "spec": {"group": "apps", "scope": "Namespaced",
+                           "names": {"plural": "deployments", "kind": "Deployment"},
+                           "versions": [{"name": "v9", "served": True, "storage": True,
+                                         "schema": {"openAPIV3Schema": {"type": "object"}}}]}}
+        code, st = self.sim.req("POST", CRDS, shadow)
+        self.assertEqual(code, 422)
+        self.assertIn("served by the API server itself", st["message"])
 
     def test_patches(self):
         self.sim.ok("POST", MDEP, mdep("pat", decode={"replicas": 1}))

@@ -121,7 +121,10 @@ def crd_errors(crd):
                   % name]
     if not errors:
         try:
-            resource_from_crd(crd)
+            res = resource_from_crd(crd)
+            if res.key in _BUILTIN_KEYS:
+                errors = ["spec.group: Invalid value: \"%s\": %s is served by the API server itself"
+                          % (res.group, res.qualified())]
         except sim_errors.ApiError as e:
             errors = [e.message]
     return errors
@@ -149,6 +152,9 @@ def resource_from_crd(crd):
                     names.get("singular") or names["kind"].lower(), names["kind"],
                     spec.get("scope", "Namespaced") == "Namespaced", names.get("shortNames") or [],
                     names.get("categories") or [], status="status" in subs, scale=scale, crd=crd)
+
+
+_BUILTIN_KEYS = {r.key for r in builtin_resources()}
 
 
 class Registry:
