@@ -164,6 +164,32 @@ TEST(SamplerTest, SeededDrawsAreReproducibleAndSeedsDiffer) {
   EXPECT_EQ(SampleOne(a, logits, {}, prefix), SampleOne(b, logits, {}, prefix));
 }
 
+TEST(SamplerTest, InterleavedRequestsDrawAsIfAlone) {
+  // Two requests with different vocabularies and settings share a thread (and its scratch).
+  std::mt19937 rng(9);
+  std::normal_distribution<float> normal(0, 1.5f);
+  std::vector<float> a_logits(5000), b_logits(777);
+  for (float& v : a_logits) v = normal(rng);
+  for (float& v : b_logits) v = normal(rng);
+  SamplingParams a, b;
+  a.top_p = 0.8f, a.logprobs = 2, a.repetition_penalty = 1.3f;
+  b.top_k = 40, b.temperature = 0.7f, b.min_p = 0.05f;
+  auto alone = [](const SamplingParams& p, const std::vector<float>& logits) {
+    Sampler s = Make(p, static_cast<int64_t>(logits.size()), 5);
+    std::vector<int32_t> out;
+    for (int i = 0; i < 40; ++i) out.push_back(SampleOne(s, logits, {1, 2}, out));
+    return out;
+  };
+  Sampler sa = Make(a, 5000, 5), sb = Make(b, 777, 5);
+  std::vector<int32_t> out_a, out_b;
+  for (int i = 0; i < 40; ++i) {
+    out_a.push_back(SampleOne(sa, a_logits, {1, 2}, out_a));
+    out_b.push_back(SampleOne(sb, b_logits, {1, 2}, out_b));
+  }
+  EXPECT_EQ(out_a, alone(a, a_logits));
+  EXPECT_EQ(out_b, alone(b, b_logits));
+}
+
 TEST(SamplerTest, MinTokensMasksStopAndEosIds) {
   SamplingParams p;
   p.temperature = 0;
