@@ -121,6 +121,17 @@ TEST(SamplerTest, GreedyIsArgmaxWithTiesToTheLowestId) {
   // NaN is never chosen; +inf beats everything, the lowest +inf first.
   EXPECT_EQ(SampleOne(s, {std::nanf(""), 1, 2, 0, 0}), 2);
   EXPECT_EQ(SampleOne(s, {1, kInf, 2, kInf, 0}), 1);
+  // Long rows (the vectorised path): ties in different lanes and in the tail, NaN anywhere.
+  for (int n : {16, 37, 1001}) {
+    std::vector<float> row(n, -1.0f);
+    row[n - 1] = 4;
+    EXPECT_EQ(Make(p, n).Sample(row, {}, {})->token, n - 1);
+    row[n / 2 + 3] = 4;
+    row[n / 2] = std::nanf("");
+    EXPECT_EQ(Make(p, n).Sample(row, {}, {})->token, n / 2 + 3);
+    row[5] = 4;
+    EXPECT_EQ(Make(p, n).Sample(row, {}, {})->token, 5);
+  }
 }
 
 TEST(SamplerTest, TinyTemperaturesAreGreedyAndExtremePenaltiesStayFinite) {
