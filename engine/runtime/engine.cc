@@ -55,8 +55,9 @@ Engine::Engine(const EngineConfig& config) : config_(config) {
   }
   allocator_ = std::make_unique<kv::PageAllocator>(pool->num_pages(), tracker_.get());
   ledger_ = std::make_unique<kv::TransferLedger>(config_.clock);
+  if (config_.prefix_cache) cache_ = std::make_unique<kv::PrefixCache>(allocator_.get(), pool->page_tokens());
   scheduler_ = std::make_unique<Scheduler>(config_.scheduler, pool->page_tokens(), allocator_.get(),
-                                           tracker_.get(), ledger_.get());
+                                           tracker_.get(), ledger_.get(), cache_.get());
 }
 
 // The scheduler goes first: it returns its requests' pages to the allocator.
@@ -279,6 +280,13 @@ EngineStats Engine::Stats() const {
   s.integrity_batches = ic.batches_verified;
   s.integrity_pages_checked = ic.pages_checked;
   s.preemptions = scheduler_->counters().preemptions;
+  if (cache_ != nullptr) {
+    const kv::PrefixCacheCounters& pc = cache_->counters();
+    s.prefix_cache_queries = pc.queries;
+    s.prefix_cache_hits = pc.hits;
+    s.prefix_cache_hit_tokens = pc.hit_tokens;
+    s.prefix_cache_pages = cache_->cached_pages();
+  }
   return s;
 }
 

@@ -48,7 +48,8 @@ StatusOr<EngineRole> ParseEngineRole(std::string_view name);
 struct EngineConfig {
   ModelExecutor* executor = nullptr;  // not owned; must outlive the engine; its pool is the KV cache
   SchedulerConfig scheduler;
-  bool integrity = false;  // TagTracker and VerifyBatch before each step; false: NoopTracker
+  bool integrity = false;     // TagTracker and VerifyBatch before each step; false: NoopTracker
+  bool prefix_cache = false;  // share whole prompt pages between requests of the same tenant
   EngineRole role = EngineRole::kUnified;
   const text::Tokenizer* tokenizer = nullptr;  // optional: text deltas and stop strings
   std::vector<int32_t> eos_token_ids;          // end-of-sequence ids (finish kStop unless ignore_eos)
@@ -92,7 +93,12 @@ struct EngineStats {
   uint64_t integrity_batches = 0;
   uint64_t integrity_pages_checked = 0;  // tandem_kv_integrity_pages_checked_total
   std::array<uint64_t, kv::kNumMismatchReasons> integrity_aborts{};  // by kv::MismatchReason
-  uint64_t forward_errors = 0;  // requests aborted because Forward failed for them
+  uint64_t prefix_cache_queries =
+      0;                           // admissions that looked up the cache (tandem_prefix_cache_queries_total)
+  uint64_t prefix_cache_hits = 0;  // of which matched >= 1 page (tandem_prefix_cache_hits_total)
+  uint64_t prefix_cache_hit_tokens = 0;
+  uint64_t prefix_cache_pages = 0;  // pages the cache holds a reference to
+  uint64_t forward_errors = 0;      // requests aborted because Forward failed for them
   uint64_t preemptions = 0;
   uint64_t prompt_tokens = 0;      // of accepted requests (tandem_prompt_tokens_total)
   uint64_t generation_tokens = 0;  // emitted (tandem_generation_tokens_total)
@@ -154,6 +160,7 @@ class Engine {
   const Scheduler& scheduler() const { return *scheduler_; }
   const kv::PageAllocator& allocator() const { return *allocator_; }
   const kv::TransferLedger& ledger() const { return *ledger_; }
+  const kv::PrefixCache* prefix_cache() const { return cache_.get(); }  // nullptr when off
   kv::IntegrityTracker* tracker_for_testing() { return tracker_.get(); }
 
  private:
@@ -175,6 +182,7 @@ class Engine {
   std::unique_ptr<kv::IntegrityTracker> tracker_;
   std::unique_ptr<kv::PageAllocator> allocator_;
   std::unique_ptr<kv::TransferLedger> ledger_;
+  std::unique_ptr<kv::PrefixCache> cache_;  // after the allocator, before the scheduler (teardown order)
   std::unique_ptr<Scheduler> scheduler_;
   std::unordered_map<RequestId, std::unique_ptr<RequestState>> states_;
   std::vector<RequestOutput> pending_outputs_;  // cancellations, delivered by the next Step

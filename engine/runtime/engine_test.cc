@@ -370,6 +370,31 @@ TEST(EngineTest, ExportedPagesInATransferAreFreedOnlyWhenItEnds) {
   EXPECT_EQ(e.FinishTransfer(2, kv::TransferState::kDone).code(), StatusCode::kFailedPrecondition);
 }
 
+TEST(EngineTest, PrefixCacheIsSharedWithinATenantOnly) {
+  EngineConfig config;
+  config.prefix_cache = true;
+  HashEngine h(32, 4, config);
+  Engine& e = *h.engine;
+  Request r = GreedyRequest(Prompt(13, 4), 5);
+  r.tenant = "org-1";
+  const RunResult first = RunUntilFinished(e, e.Submit(r).value());
+  const uint64_t computed = e.Stats().computed_tokens;
+  const RunResult again = RunUntilFinished(e, e.Submit(r).value());
+  EngineStats s = e.Stats();
+  EXPECT_EQ(s.prefix_cache_hits, 1u);
+  EXPECT_EQ(s.prefix_cache_hit_tokens, 12u);         // 3 whole pages of the 13-token prompt
+  EXPECT_EQ(s.computed_tokens - computed, 1u + 4u);  // the last prompt token, then decode
+  EXPECT_EQ(again.tokens, first.tokens);
+  EXPECT_EQ(first.tokens, HashGreedyReference(r.prompt, 5));
+  r.tenant = "org-2";  // same prompt, another tenant: no sharing
+  const RunResult other = RunUntilFinished(e, e.Submit(r).value());
+  s = e.Stats();
+  EXPECT_EQ(s.prefix_cache_hits, 1u);
+  EXPECT_EQ(other.tokens, first.tokens);
+  EXPECT_EQ(s.pages_held, s.prefix_cache_pages);
+  EXPECT_EQ(s.prefix_cache_pages, 6u);  // 3 pages per tenant
+}
+
 TEST(EngineTest, RequestsTooLongForThePoolFinishWithLength) {
   HashEngine h(/*pages=*/3, /*page_tokens=*/4, {});
   Engine& e = *h.engine;

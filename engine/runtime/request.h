@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "engine/kv/block_table.h"
+#include "engine/kv/prefix_cache.h"
 #include "engine/model/forward_types.h"
 #include "engine/runtime/request_types.h"
 
@@ -47,6 +48,13 @@ struct Sequence {
   model::KvSequence kv;
   uint64_t admit_order = 0;  // when it was last admitted; the latest admitted is preempted first
   int64_t preemptions = 0;
+  // Prefix cache (when the scheduler has one): the tenant salt, the locks on the matched prefix and
+  // on the published prompt pages (released with the pages), and whether the prompt is published.
+  std::string salt;
+  kv::PrefixCache::Lock match_lock = nullptr;
+  kv::PrefixCache::Lock publish_lock = nullptr;
+  bool published = false;
+  size_t cached_prompt_tokens = 0;  // of the last admission, served from the cache
 
   size_t num_generated() const { return tokens.size() - prompt_len; }
   size_t pending() const { return tokens.size() - static_cast<size_t>(kv.num_tokens); }

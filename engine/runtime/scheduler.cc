@@ -19,8 +19,13 @@ Status ValidateSchedulerConfig(const SchedulerConfig& config) {
 }
 
 Scheduler::Scheduler(const SchedulerConfig& config, size_t page_tokens, kv::PageAllocator* allocator,
-                     kv::IntegrityTracker* tracker, kv::TransferLedger* ledger)
-    : config_(config), page_tokens_(page_tokens), allocator_(allocator), tracker_(tracker), ledger_(ledger) {}
+                     kv::IntegrityTracker* tracker, kv::TransferLedger* ledger, kv::PrefixCache* cache)
+    : config_(config),
+      page_tokens_(page_tokens),
+      allocator_(allocator),
+      tracker_(tracker),
+      ledger_(ledger),
+      cache_(cache) {}
 
 Scheduler::~Scheduler() {
   // Give every page back so the allocator (which outlives us) sees no holder that no longer exists.
@@ -44,6 +49,7 @@ Status Scheduler::Add(const Request& request) {
   seq->prompt_len = request.prompt.size();
   seq->params = request.params;
   seq->tenant = request.tenant;
+  seq->salt = kv::MakeTenantSalt({request.tenant});
   waiting_.push_back(seq.get());
   requests_.emplace(request.id, std::move(seq));
   return Status::Ok();
@@ -69,14 +75,24 @@ Status Scheduler::AddRunning(std::unique_ptr<Sequence> seq) {
 
 Status Scheduler::Reserve(Sequence& seq, size_t n) {
   const size_t target = static_cast<size_t>(seq.kv.num_tokens) + n;
-  if (seq.table.num_tokens() < target)
+  if (seq.table.num_tokens() < target) {
+    const size_t new_pages = PagesFor(target) - seq.table.num_pages();
+    if (cache_ != nullptr && new_pages > allocator_->free_pages()) {
+      cache_->Evict(new_pages - allocator_->free_pages());
+    }
     RETURN_IF_ERROR(seq.table.AppendTokens(target - seq.table.num_tokens()));
+  }
   const auto pages = seq.table.pages();
   for (size_t i = seq.kv.pages.size(); i < pages.size(); ++i) seq.kv.pages.push_back(pages[i].page);
   return Status::Ok();
 }
 
 void Scheduler::ReleasePages(Sequence& seq) {
+  if (cache_ != nullptr) {
+    if (seq.match_lock != nullptr) cache_->Unlock(std::exchange(seq.match_lock, nullptr));
+    if (seq.publish_lock != nullptr) cache_->Unlock(std::exchange(seq.publish_lock, nullptr));
+  }
+  seq.published = false;
   std::vector<kv::PageRef> refs = seq.table.TakePages();
   seq.kv = model::KvSequence{};
   if (refs.empty() || ledger_->DeferRelease(seq.id, refs)) return;
@@ -95,6 +111,34 @@ void Scheduler::Preempt(Sequence& seq) {
   ++seq.preemptions;
   ++counters_.preemptions;
   waiting_.push_front(&seq);
+}
+
+bool Scheduler::Admit(Sequence& seq) {
+  if (cache_ != nullptr && seq.tokens.size() > 1) {
+    // Leave at least the last token to compute: its logits sample the next one.
+    kv::PrefixCache::Match match =
+        cache_->MatchAndLock(seq.salt, std::span<const int32_t>(seq.tokens).first(seq.tokens.size() - 1));
+    seq.match_lock = match.lock;
+    if (!match.pages.empty() && seq.table.AdoptPrefix(std::move(match.pages)).ok()) {
+      for (const kv::PageRef& ref : seq.table.pages()) seq.kv.pages.push_back(ref.page);
+      seq.kv.num_tokens = static_cast<int64_t>(match.tokens);
+    }
+    seq.cached_prompt_tokens = static_cast<size_t>(seq.kv.num_tokens);
+  }
+  if (Reserve(seq, seq.pending()).ok()) return true;
+  ReleasePages(seq);  // gives the adopted prefix back
+  return false;
+}
+
+void Scheduler::Publish(Sequence& seq) {
+  if (cache_ == nullptr || seq.published || static_cast<size_t>(seq.kv.num_tokens) < seq.prompt_len) return;
+  seq.published = true;
+  const size_t pages = seq.prompt_len / page_tokens_;
+  if (pages == 0) return;
+  StatusOr<kv::PrefixCache::Lock> lock =
+      cache_->Insert(seq.salt, std::span<const int32_t>(seq.tokens).first(pages * page_tokens_),
+                     seq.table.pages().first(pages));
+  if (lock.ok()) seq.publish_lock = *lock;
 }
 
 bool Scheduler::PlanDecode(Sequence& seq, StepPlan* plan) {
@@ -116,6 +160,7 @@ bool Scheduler::PlanDecode(Sequence& seq, StepPlan* plan) {
 
 StepPlan Scheduler::Schedule() {
   StepPlan plan;
+  for (Sequence* seq : running_) Publish(*seq);
   int64_t budget = config_.max_batch_tokens;
   // 1. Decode tokens (and one-token prefill remainders), in admission order. A preemption removes
   //    running_.back(), which is this request or one after it, so indices before i stay valid.
@@ -137,7 +182,7 @@ StepPlan Scheduler::Schedule() {
   while (plan.preempted.empty() && budget > 0 && !waiting_.empty() &&
          static_cast<int64_t>(running_.size()) < config_.max_running_requests) {
     Sequence& seq = *waiting_.front();
-    if (!Reserve(seq, seq.pending()).ok()) break;  // the head does not fit yet: nobody overtakes it
+    if (!Admit(seq)) break;  // the head does not fit yet: nobody overtakes it
     waiting_.pop_front();
     seq.phase = SeqPhase::kRunning;
     seq.admit_order = next_admit_order_++;
@@ -155,6 +200,7 @@ Status Scheduler::HoldForExport(RequestId id) {
   if (seq == nullptr || seq->phase != SeqPhase::kRunning) {
     return Status::FailedPrecondition("request " + std::to_string(id) + " is not running");
   }
+  Publish(*seq);
   EraseFromQueues(*seq);
   seq->phase = SeqPhase::kExportHeld;
   return Status::Ok();

@@ -11,6 +11,10 @@
 //   3. waiting requests in FCFS order, admitted while their whole pending token run fits in the
 //      free pages (pages are reserved at admission, so prefill chunks never allocate); the first
 //      one that does not fit stops admission (no overtaking).
+// With a PrefixCache, admission first adopts the longest cached run of whole prompt pages under the
+// request's tenant salt (at least one token is always computed, for the logits), and a request
+// publishes its whole prompt pages once they are computed. Unlocked cached pages are evicted
+// (LRU) before a request waits or another is preempted.
 // Pages leave a request through ReleasePages, which parks them in the TransferLedger while a
 // transfer into or out of them is in flight (deferred release) and Unrefs them otherwise.
 //
@@ -60,10 +64,10 @@ struct SchedulerCounters {
 
 class Scheduler {
  public:
-  // allocator, tracker and ledger are not owned and must outlive the scheduler.
-  // REQUIRES: ValidateSchedulerConfig(config).ok(), page_tokens > 0.
+  // allocator, tracker, ledger and cache are not owned and must outlive the scheduler; cache may
+  // be nullptr (no prefix sharing). REQUIRES: ValidateSchedulerConfig(config).ok(), page_tokens > 0.
   Scheduler(const SchedulerConfig& config, size_t page_tokens, kv::PageAllocator* allocator,
-            kv::IntegrityTracker* tracker, kv::TransferLedger* ledger);
+            kv::IntegrityTracker* tracker, kv::TransferLedger* ledger, kv::PrefixCache* cache = nullptr);
   ~Scheduler();
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;
@@ -77,7 +81,8 @@ class Scheduler {
   }
 
   // A new request at the back of the waiting queue. AlreadyExists for a live id; InvalidArgument
-  // for an empty prompt; OutOfRange when it can never fit (CanEverFit).
+  // for an empty prompt; OutOfRange when it can never fit (CanEverFit). request.tenant salts its
+  // prefix-cache lookups (kv::MakeTenantSalt), so tenants never share pages.
   Status Add(const Request& request);
 
   // Adds a request whose KV is already in pages it holds (decode-only import): `seq` has
@@ -106,15 +111,21 @@ class Scheduler {
   size_t num_running() const { return running_.size(); }
   size_t num_export_held() const { return requests_.size() - waiting_.size() - running_.size(); }
   size_t num_live() const { return requests_.size(); }
-  // Pages held by live requests' block tables (what a leak check compares with the allocator).
+  // Page references held by live requests' block tables (a leak check adds the prefix cache's and
+  // the ledger's and compares with the allocator's refcounts).
   size_t pages_held_by_requests() const;
   const SchedulerCounters& counters() const { return counters_; }
   const SchedulerConfig& config() const { return config_; }
   size_t page_tokens() const { return page_tokens_; }
 
  private:
-  // Makes seq's block table cover kv.num_tokens + n tokens (allocating pages as needed).
+  // Makes seq's block table cover kv.num_tokens + n tokens (allocating pages as needed; with a
+  // prefix cache, evicting unlocked cached pages when too few are free).
   Status Reserve(Sequence& seq, size_t n);
+  // Adopts a cached prefix and reserves the rest; false (nothing held) when it does not fit.
+  bool Admit(Sequence& seq);
+  // Publishes seq's whole prompt pages to the prefix cache once its prompt is computed (once).
+  void Publish(Sequence& seq);
   void ReleasePages(Sequence& seq);
   void Preempt(Sequence& seq);
   void EraseFromQueues(Sequence& seq);
@@ -126,6 +137,7 @@ class Scheduler {
   kv::PageAllocator* allocator_;
   kv::IntegrityTracker* tracker_;
   kv::TransferLedger* ledger_;
+  kv::PrefixCache* cache_;
   std::unordered_map<RequestId, std::unique_ptr<Sequence>> requests_;
   std::deque<Sequence*> waiting_;   // FCFS; preempted requests rejoin at the front
   std::vector<Sequence*> running_;  // admission order; back() is the most recently admitted

@@ -1,6 +1,7 @@
 // The scheduler property test: random arrivals, cancellations, transfers (deferred release),
 // prompt and output lengths, pool sizes and batch knobs, over the Engine with the HashExecutor
-// (which reads every token back from the real KV pages). After every step: no leaked page, every
+// (which reads every token back from the real KV pages), with the prefix cache on for half the
+// seeds (shared prompt prefixes across three tenants). After every step: no leaked page, every
 // request finishes at most once; at the end every request has finished exactly once, the pool is
 // empty, every request's tokens are the model's greedy tokens for its prompt (computed from the
 // token list alone, HashGreedyReference), and each request that was not cancelled produced exactly
@@ -9,6 +10,7 @@
 // Steps over all seeds: TANDEM_SCHED_PROPERTY_STEPS (the unit binary runs fewer; the `slow`
 // binary engine_runtime_scheduler_slow_test runs 10^5).
 
+#include <algorithm>
 #include <map>
 #include <random>
 #include <set>
@@ -40,7 +42,7 @@ struct Tracked {
 
 struct Totals {
   uint64_t requests = 0, finished = 0, compared = 0, preemptions = 0, rejected = 0, cancelled = 0,
-           aborted = 0, deferred_pages = 0;
+           aborted = 0, deferred_pages = 0, prefix_hits = 0;
 };
 
 void RunSeed(uint64_t seed, int steps, Totals* totals) {
@@ -54,13 +56,22 @@ void RunSeed(uint64_t seed, int steps, Totals* totals) {
   config.scheduler.max_batch_tokens = uniform(1, 64);
   config.scheduler.max_running_requests = uniform(1, 10);
   config.integrity = seed % 2 == 1;
+  config.prefix_cache = seed / 2 % 2 == 1;
+  // With the prefix cache, half the prompts start with one of a few shared prefixes, from one of
+  // three tenants (the same prefix under another tenant must not be shared).
+  std::vector<std::vector<int32_t>> prefixes(3);
+  for (auto& prefix : prefixes) {
+    prefix.resize(static_cast<size_t>(uniform(4, 24)));
+    for (int32_t& t : prefix) t = static_cast<int32_t>(uniform(0, kHashVocab - 2));
+  }
   FakeClock clock;
   config.clock = &clock;
   const std::optional<int32_t> poison = seed % 3 == 0 ? std::optional<int32_t>(kPoison) : std::nullopt;
   SCOPED_TRACE("seed " + std::to_string(seed) + ": " + std::to_string(pages) + " pages of " +
                std::to_string(page_tokens) + ", max_batch_tokens " +
                std::to_string(config.scheduler.max_batch_tokens) + ", max_running " +
-               std::to_string(config.scheduler.max_running_requests));
+               std::to_string(config.scheduler.max_running_requests) +
+               (config.prefix_cache ? ", prefix cache" : ""));
   HashEngine h(pages, page_tokens, config, poison);
   Engine& engine = *h.engine;
 
@@ -88,9 +99,12 @@ void RunSeed(uint64_t seed, int steps, Totals* totals) {
       }
     }
     ASSERT_EQ(engine.scheduler().num_live(), live.size());
-    ASSERT_EQ(engine.allocator().held_pages(),
-              engine.scheduler().pages_held_by_requests() + engine.ledger().parked_pages())
-        << "leaked or lost pages";
+    size_t refs = 0;
+    for (kv::PageId p = 0; p < engine.allocator().num_pages(); ++p) refs += engine.allocator().refcount(p);
+    const kv::PrefixCache* cache = engine.prefix_cache();
+    ASSERT_EQ(refs, engine.scheduler().pages_held_by_requests() + engine.ledger().parked_pages() +
+                        (cache != nullptr ? cache->cached_pages() : 0))
+        << "leaked or lost page references";
   };
 
   for (int step = 0; step < steps; ++step) {
@@ -100,9 +114,14 @@ void RunSeed(uint64_t seed, int steps, Totals* totals) {
                                               : std::min<int64_t>(48, static_cast<int64_t>(capacity) - 1);
       std::vector<int32_t> prompt(static_cast<size_t>(uniform(1, max_prompt)));
       for (int32_t& t : prompt) t = static_cast<int32_t>(uniform(0, kHashVocab - 2));
+      if (config.prefix_cache && chance(0.5)) {
+        const std::vector<int32_t>& prefix = prefixes[static_cast<size_t>(uniform(0, 2))];
+        std::copy_n(prefix.begin(), std::min(prefix.size(), prompt.size()), prompt.begin());
+      }
       if (poison && chance(0.02))
         prompt[static_cast<size_t>(uniform(0, static_cast<int64_t>(prompt.size()) - 1))] = kPoison;
       Request r = GreedyRequest(prompt, static_cast<int32_t>(uniform(1, 40)));
+      r.tenant = std::vector<std::string>{"", "a", "b"}[static_cast<size_t>(uniform(0, 2))];
       StatusOr<RequestId> id = engine.Submit(r);
       if (prompt.size() + 1 > capacity) {
         ASSERT_EQ(id.status().code(), StatusCode::kOutOfRange);
@@ -141,8 +160,9 @@ void RunSeed(uint64_t seed, int steps, Totals* totals) {
   ASSERT_TRUE(live.empty());
   clock.AdvanceMillis(100);
   check_step(engine.Step());  // reclaims the last deferred pages
-  EXPECT_EQ(engine.allocator().held_pages(), 0u);
   const EngineStats stats = engine.Stats();
+  EXPECT_EQ(engine.allocator().held_pages(), stats.prefix_cache_pages);  // only the cache holds pages
+  totals->prefix_hits += stats.prefix_cache_hits;
   EXPECT_EQ(stats.integrity_aborts, (std::array<uint64_t, kv::kNumMismatchReasons>{}));
   totals->preemptions += stats.preemptions;
   totals->deferred_pages += engine.ledger().counters().deferred_pages;
@@ -175,17 +195,19 @@ TEST(SchedulerPropertyTest, RandomWorkloadsMatchSoloRuns) {
   }
   std::printf(
       "steps %d, requests %llu (rejected %llu), compared with solo runs %llu, cancelled %llu, "
-      "aborted %llu, preemptions %llu, deferred pages %llu\n",
+      "aborted %llu, preemptions %llu, deferred pages %llu, prefix cache hits %llu\n",
       TANDEM_SCHED_PROPERTY_STEPS, static_cast<unsigned long long>(totals.requests),
       static_cast<unsigned long long>(totals.rejected), static_cast<unsigned long long>(totals.compared),
       static_cast<unsigned long long>(totals.cancelled), static_cast<unsigned long long>(totals.aborted),
       static_cast<unsigned long long>(totals.preemptions),
-      static_cast<unsigned long long>(totals.deferred_pages));
+      static_cast<unsigned long long>(totals.deferred_pages),
+      static_cast<unsigned long long>(totals.prefix_hits));
   // The workload must actually exercise what the test claims to check.
   EXPECT_GT(totals.compared, 100u);
   EXPECT_GT(totals.preemptions, 10u);
   EXPECT_GT(totals.cancelled, 10u);
   EXPECT_GT(totals.deferred_pages, 0u);
+  EXPECT_GT(totals.prefix_hits, 10u);
 }
 
 }  // namespace

@@ -17,16 +17,22 @@ namespace {
 
 class SchedulerTest : public ::testing::Test {
  protected:
-  void Make(size_t pages, size_t page_tokens, int64_t max_batch_tokens = 1024, int64_t max_running = 64) {
+  void Make(size_t pages, size_t page_tokens, int64_t max_batch_tokens = 1024, int64_t max_running = 64,
+            bool prefix_cache = false) {
+    sched_.reset();
+    cache_.reset();
     allocator_ = std::make_unique<kv::PageAllocator>(pages, &tracker_);
     ledger_ = std::make_unique<kv::TransferLedger>(&clock_);
+    if (prefix_cache) cache_ = std::make_unique<kv::PrefixCache>(allocator_.get(), page_tokens);
     sched_ = std::make_unique<Scheduler>(SchedulerConfig{max_batch_tokens, max_running}, page_tokens,
-                                         allocator_.get(), &tracker_, ledger_.get());
+                                         allocator_.get(), &tracker_, ledger_.get(), cache_.get());
   }
-  void Add(RequestId id, size_t prompt_len) {
+  void Add(RequestId id, size_t prompt_len) { AddTokens(id, std::vector<int32_t>(prompt_len, 5)); }
+  void AddTokens(RequestId id, std::vector<int32_t> prompt, const std::string& tenant = "") {
     Request r;
     r.id = id;
-    r.prompt.assign(prompt_len, 5);
+    r.prompt = std::move(prompt);
+    r.tenant = tenant;
     ASSERT_TRUE(sched_->Add(r).ok());
   }
   StepPlan Step() {
@@ -39,9 +45,12 @@ class SchedulerTest : public ::testing::Test {
     CheckPages();
     return plan;
   }
-  // Every held page belongs to a live request's block table or the ledger.
+  // Every page reference belongs to a live request's block table, the prefix cache or the ledger.
   void CheckPages() {
-    EXPECT_EQ(allocator_->held_pages(), sched_->pages_held_by_requests() + ledger_->parked_pages());
+    size_t refs = 0;
+    for (kv::PageId p = 0; p < allocator_->num_pages(); ++p) refs += allocator_->refcount(p);
+    EXPECT_EQ(refs, sched_->pages_held_by_requests() + ledger_->parked_pages() +
+                        (cache_ != nullptr ? cache_->cached_pages() : 0));
   }
   static std::vector<std::pair<RequestId, int64_t>> Chunks(const StepPlan& plan) {
     std::vector<std::pair<RequestId, int64_t>> out;
@@ -54,6 +63,7 @@ class SchedulerTest : public ::testing::Test {
   FakeClock clock_;
   std::unique_ptr<kv::PageAllocator> allocator_;
   std::unique_ptr<kv::TransferLedger> ledger_;
+  std::unique_ptr<kv::PrefixCache> cache_;
   std::unique_ptr<Scheduler> sched_;
 };
 
@@ -258,6 +268,43 @@ TEST_F(SchedulerTest, AddRunningTakesImportedPages) {
   ASSERT_TRUE(other->table.AppendTokens(3).ok());
   EXPECT_EQ(sched_->AddRunning(std::move(other)).code(), StatusCode::kResourceExhausted);
   CheckPages();  // the refused sequence's page went back
+}
+
+TEST_F(SchedulerTest, PrefixCacheSharesWholePromptPagesWithinATenant) {
+  Make(/*pages=*/16, /*page_tokens=*/4, 1024, 64, /*prefix_cache=*/true);
+  const std::vector<int32_t> prompt = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
+  AddTokens(1, prompt, "tenant-a");
+  Step();  // prefill; the next Schedule publishes pages [1..4] and [5..8]
+  std::vector<int32_t> longer = prompt;
+  longer.insert(longer.end(), {11, 12});
+  AddTokens(2, longer, "tenant-a");
+  AddTokens(3, prompt, "tenant-b");  // another tenant: never shares
+  StepPlan plan = Step();
+  ASSERT_EQ(Chunks(plan), (std::vector<Chunk>{{1, 1}, {2, 4}, {3, 10}}));
+  const Sequence& one = *sched_->Find(1);
+  const Sequence& two = *sched_->Find(2);
+  const Sequence& three = *sched_->Find(3);
+  EXPECT_EQ(two.cached_prompt_tokens, 8u);
+  EXPECT_EQ(three.cached_prompt_tokens, 0u);
+  EXPECT_EQ(two.kv.pages[0], one.kv.pages[0]);
+  EXPECT_EQ(two.kv.pages[1], one.kv.pages[1]);
+  EXPECT_NE(two.kv.pages[2], one.kv.pages[2]);
+  for (size_t p = 0; p < 3; ++p) EXPECT_NE(three.kv.pages[p], one.kv.pages[p]);
+  EXPECT_EQ(allocator_->refcount(one.kv.pages[0]), 3u);  // request 1, request 2, the cache
+  EXPECT_EQ(cache_->counters().hits, 1u);
+  // A prompt of whole cached pages still computes its last token (for the logits).
+  AddTokens(4, {1, 2, 3, 4, 5, 6, 7, 8}, "tenant-a");
+  plan = Step();
+  EXPECT_EQ(sched_->Find(4)->cached_prompt_tokens, 4u);
+  EXPECT_EQ(plan.chunks.back().num_tokens, 4);
+  // The requests go; the cache keeps its pages (evictable now) and gives them up for admission.
+  for (RequestId id : {1, 2, 3, 4}) ASSERT_TRUE(sched_->Remove(id).ok());
+  CheckPages();
+  EXPECT_EQ(allocator_->held_pages(), cache_->cached_pages());
+  EXPECT_GT(cache_->evictable_pages(), 0u);
+  AddTokens(5, std::vector<int32_t>(60, 9), "tenant-c");  // 15 pages: evicts cached ones
+  EXPECT_EQ(Chunks(Step()), (std::vector<Chunk>{{5, 60}}));
+  CheckPages();
 }
 
 }  // namespace
