@@ -155,6 +155,43 @@ TEST_F(ServerTest, ClosesWhenTheClientAsksAndStopIsIdempotent) {
   EXPECT_TRUE(ec) << "still listening after Stop";
 }
 
+TEST_F(ServerTest, AStalledClientDoesNotHoldUpOthers) {
+  StartServer();
+  net::io_context ioc;
+  tcp::socket stalled(ioc);
+  stalled.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), server_->port()));
+  net::write(stalled, net::buffer(std::string("GET /metrics HTTP/1.1\r\nHost: x\r\n")));  // no end
+  Client other(server_->port());
+  EXPECT_EQ(other.Send(http::verb::get, "/healthz").result_int(), 200);
+}
+
+TEST_F(ServerTest, ConcurrentScrapesWhileMetricsChange) {
+  StartServer();
+  std::atomic<bool> done{false};
+  std::thread writer([&] {
+    for (int i = 0; !done; ++i) {
+      metrics_.ObserveReconcile(i % 2 ? "modelpool" : "modeldeployment", kResultSuccess, 0.001 * (i % 100));
+      metrics_.SetPoolReplicas("d", "d-" + std::to_string(i % 5), kReplicasReady, i);
+      if (i % 7 == 0) metrics_.ForgetPool("d", "d-" + std::to_string(i % 5));
+    }
+  });
+  std::atomic<int> ok{0};
+  std::vector<std::thread> readers;
+  for (int t = 0; t < 6; ++t) {
+    readers.emplace_back([&] {
+      Client c(server_->port());
+      for (int i = 0; i < 40; ++i) {
+        auto res = c.Send(http::verb::get, i % 4 ? "/metrics" : "/readyz");
+        if (res.result_int() == 200 || res.result_int() == 503) ++ok;
+      }
+    });
+  }
+  for (std::thread& r : readers) r.join();
+  done = true;
+  writer.join();
+  EXPECT_EQ(ok.load(), 6 * 40);
+}
+
 TEST(ServerStartTest, RejectsBadAddressesAndBusyPorts) {
   ControllerMetrics metrics;
   ServerOptions o;
