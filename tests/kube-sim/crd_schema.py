@@ -6,7 +6,7 @@
 `obj` is mutated as the API server would: unknown fields pruned (kept under
 `x-kubernetes-preserve-unknown-fields`; `metadata` is never pruned at the root), defaults applied
 (also inside defaulted and existing objects, list items and map values; a `null` in a
-non-nullable field with a default becomes the default). Then the OpenAPI value validations and
+non-nullable field becomes its default, or is dropped when it has none). Then the OpenAPI value validations and
 the `x-kubernetes-validations` CEL rules (cel.py) run; transition rules (those using `oldSelf`)
 only when `old_obj` is given and the field existed in it. The result is a list of error strings
 worded like the API server's (`spec.decode.weights: Unsupported value: "int8": supported values:
@@ -86,17 +86,27 @@ def prune(value, schema, root=False):
 
 
 def apply_defaults(value, schema):
+    """Kubernetes' PruneNonNullableNullsWithoutDefaults, then Default: a null field that is
+    neither nullable nor defaulted is dropped, a null or absent one with a default gets it."""
     if isinstance(value, dict):
-        for key, prop in schema.get("properties", {}).items():
+        props = schema.get("properties", {})
+        extra = schema.get("additionalProperties")
+        for key in list(value):
+            sub = props.get(key, extra if isinstance(extra, dict) else None)
+            if value[key] is None and sub is not None and not sub.get("nullable") and \
+                    "default" not in sub:
+                del value[key]
+        for key, prop in props.items():
             if "default" in prop and (key not in value or
                                       (value[key] is None and not prop.get("nullable"))):
                 value[key] = copy.deepcopy(prop["default"])
             if key in value:
                 apply_defaults(value[key], prop)
-        extra = schema.get("additionalProperties")
         if isinstance(extra, dict):
             for key in value:
-                if key not in schema.get("properties", {}):
+                if key not in props:
+                    if value[key] is None and not extra.get("nullable") and "default" in extra:
+                        value[key] = copy.deepcopy(extra["default"])
                     apply_defaults(value[key], extra)
     elif isinstance(value, list) and isinstance(schema.get("items"), dict):
         for item in value:

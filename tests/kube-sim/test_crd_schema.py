@@ -204,8 +204,14 @@ class ConstraintTest(unittest.TestCase):
         self.assertIn('spec.integrity.pageTags in body must be of type boolean: "string"', e[0])
         e = self.md_errors(lambda s: s.update(prefill=[]))
         self.assertIn('spec.prefill in body must be of type object: "array"', e[0])
+        # A null in a non-nullable field without a default is dropped first, as Kubernetes does.
         e = self.md_errors(lambda s: s["model"].update(name=None))
-        self.assertIn('spec.model.name in body must be of type string: "null"', e[0])
+        self.assertEqual(e[0], "spec.model.name: Required value")
+        e = self.md_errors(lambda s: s["model"]["dummy"].update(seed=None))
+        self.assertEqual(e, [])
+        e = self.md_errors(lambda s: s.update(imagePullSecrets=[None]))
+        self.assertIn('spec.imagePullSecrets[0]: Invalid value: "null": spec.imagePullSecrets[0] '
+                      'in body must be of type object: "null"', e)
 
     def test_int_or_string_quantities(self):
         ok = self.md_errors(lambda s: s["decode"]["resources"]["limits"].update(
