@@ -40,7 +40,8 @@ struct ClientOptions {
   // A token file is re-read at most this often, and at once after a 401 (then the request is
   // retried once with the new token).
   int64_t token_refresh_interval_ms = 60'000;
-  const Clock* clock = nullptr;  // for the token refresh interval; nullptr: SteadyClock
+  // For the token refresh interval; nullptr: SteadyClock. REQUIRES: outlives the Client.
+  const Clock* clock = nullptr;
 };
 
 // Per-call knobs for the simple verbs.

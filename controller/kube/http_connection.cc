@@ -3,8 +3,11 @@
 #include <boost/asio/connect.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/ssl/host_name_verification.hpp>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <openssl/ssl.h>
 #include <poll.h>
+#include <sys/socket.h>
 
 namespace tandem::controller::kube::internal {
 
@@ -135,6 +138,14 @@ Status Connection::Open(SteadyTime deadline) {
       deadline, where.c_str()));
   boost::system::error_code ignored;
   Lowest().set_option(tcp::no_delay(true), ignored);
+  // A watch has no read deadline: TCP keepalive notices a peer that vanished without a FIN
+  // (about 30 s idle + 3 probes 10 s apart) so the stream fails instead of hanging.
+  Lowest().set_option(net::socket_base::keep_alive(true), ignored);
+  const int fd = Lowest().native_handle();
+  const int idle_s = 30, interval_s = 10, probes = 3;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle_s, sizeof(idle_s));
+  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval_s, sizeof(interval_s));
+  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &probes, sizeof(probes));
   if (!tls_) return Status::Ok();
 
   boost::system::error_code ec_addr;
