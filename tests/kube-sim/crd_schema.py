@@ -10,8 +10,8 @@ non-nullable field becomes its default, or is dropped when it has none). Then th
 the `x-kubernetes-validations` CEL rules (cel.py) run; transition rules (those using `oldSelf`)
 only when `old_obj` is given and the field existed in it. The result is a list of error strings
 worded like the API server's (`spec.decode.weights: Unsupported value: "int8": supported values:
-"bf16", "fp8", "int4"`); empty means admitted. As in Kubernetes, CEL rules are skipped when a type
-or required error already makes the object unusable.
+"bf16", "fp8", "int4"`); empty means admitted. As in Kubernetes, CEL rules are skipped when a type,
+required, enum, too-long or too-many error already makes the object unusable.
 
 `validate_crd(crd)` (in crd_structural.py) is the registration-time check: every version's schema
 is structural and every rule compiles. kube-sim rejects a CRD that fails it, so a rule this
@@ -45,11 +45,13 @@ def admit(version_schema, obj, old_obj=None):
     apply_defaults(obj, schema)
     errors = []
     validate_values(obj, schema, "", errors)
-    blocking = any(e.kind in ("type", "required") for e in errors)
+    # strategy.go's hasBlockingErr: type, required, enum, too-long and too-many errors mean the
+    # object lacks the shape the rules were written for.
+    blocking = any(e.kind in BLOCKING for e in errors)
     messages = [e.text for e in errors]
     if blocking:
         if _has_rules(schema):
-            messages.append('<nil>: Invalid value: "object": some validation rules were not '
+            messages.append('<nil>: Invalid value: "null": some validation rules were not '
                             "checked because the object was invalid; correct the existing "
                             "errors to complete validation")
         return messages
@@ -114,6 +116,9 @@ def apply_defaults(value, schema):
 
 
 # ---------------------------------------------------------------- OpenAPI value validation
+
+BLOCKING = ("type", "required", "enum", "too_long", "too_many")
+
 
 class _Error:
     def __init__(self, kind, text):
@@ -184,7 +189,7 @@ def validate_values(value, schema, path, errors):
     if "enum" in schema and not any(cel.cel_equal(value, e) and json_type(value) ==
                                     json_type(e) for e in schema["enum"]):
         allowed = ", ".join(fmt_value(e) for e in schema["enum"])
-        errors.append(_Error("value", f"{_show(path)}: Unsupported value: {fmt_value(value)}: "
+        errors.append(_Error("enum", f"{_show(path)}: Unsupported value: {fmt_value(value)}: "
                                       f"supported values: {allowed}"))
     if json_type(value) in ("integer", "number"):
         _validate_number(value, schema, path, where, errors)
@@ -218,7 +223,7 @@ DATE_TIME = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[
 
 def _validate_string(value, schema, path, where, errors):
     if "maxLength" in schema and len(value) > schema["maxLength"]:
-        errors.append(_Error("value", f"{_show(path)}: Too long: may not be more than "
+        errors.append(_Error("too_long", f"{_show(path)}: Too long: may not be more than "
                                       f"{schema['maxLength']} bytes"))
     if "minLength" in schema and len(value) < schema["minLength"]:
         _invalid(errors, path, value,
@@ -231,8 +236,8 @@ def _validate_string(value, schema, path, where, errors):
 
 def _validate_array(value, schema, path, where, errors):
     if "maxItems" in schema and len(value) > schema["maxItems"]:
-        errors.append(_Error("value", f"{_show(path)}: Too many: {len(value)}: must have at most "
-                                      f"{schema['maxItems']} items"))
+        errors.append(_Error("too_many", f"{_show(path)}: Too many: {len(value)}: must have at "
+                                         f"most {schema['maxItems']} items"))
     if "minItems" in schema and len(value) < schema["minItems"]:
         _invalid(errors, path, value, f"{where} should have at least {schema['minItems']} items")
     items = schema.get("items")
@@ -258,8 +263,8 @@ def _validate_object(value, schema, path, where, errors):
         if key not in value:
             errors.append(_Error("required", f"{_child(path, key)}: Required value"))
     if "maxProperties" in schema and len(value) > schema["maxProperties"]:
-        errors.append(_Error("value", f"{_show(path)}: Too many: {len(value)}: must have at most "
-                                      f"{schema['maxProperties']} items"))
+        errors.append(_Error("too_many", f"{_show(path)}: Too many: {len(value)}: must have at "
+                                         f"most {schema['maxProperties']} items"))
     if "minProperties" in schema and len(value) < schema["minProperties"]:
         _invalid(errors, path, "object",
                  f"{where} should have at least {schema['minProperties']} properties")

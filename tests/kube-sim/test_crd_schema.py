@@ -38,6 +38,9 @@ MP_CRD = load("crds/tandem.dev_modelpools.yaml")
 MD = MD_CRD["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
 MP = MP_CRD["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
 EXAMPLES = ["kimi-k2.6", "glm-5.2", "tiny-cpu"]
+# Appended when a type, required, enum, too-long or too-many error stops the CEL rules.
+NOT_CHECKED = ('<nil>: Invalid value: "null": some validation rules were not checked because the '
+               "object was invalid; correct the existing errors to complete validation")
 
 
 def example(name):
@@ -166,13 +169,13 @@ class ConstraintTest(unittest.TestCase):
     def test_enums(self):
         e = self.md_errors(lambda s: s["decode"].update(weights="int8"))
         self.assertEqual(e, ['spec.decode.weights: Unsupported value: "int8": supported values: '
-                             '"bf16", "fp8", "int4"'])
+                             '"bf16", "fp8", "int4"', NOT_CHECKED])
         e = self.md_errors(lambda s: s["decode"].update(kvCache="fp8"))
         self.assertEqual(e, ['spec.decode.kvCache: Unsupported value: "fp8": supported values: '
-                             '"bf16", "fp8_e4m3"'])
+                             '"bf16", "fp8_e4m3"', NOT_CHECKED])
         e = errors_of(MP, pool(role="router"))
         self.assertEqual(e, ['spec.role: Unsupported value: "router": supported values: '
-                             '"prefill", "decode"'])
+                             '"prefill", "decode"', NOT_CHECKED])
         e = self.md_errors(lambda s: s["model"]["dummy"].update(preset="huge"))
         self.assertIn('spec.model.dummy.preset: Unsupported value: "huge"', e[0])
 
@@ -232,7 +235,8 @@ class ConstraintTest(unittest.TestCase):
         self.assertEqual(e, ['spec.model.name: Invalid value: "": spec.model.name in body should '
                              "be at least 1 chars long"])
         e = self.md_errors(lambda s: s["model"].update(name="x" * 254))
-        self.assertEqual(e, ["spec.model.name: Too long: may not be more than 253 bytes"])
+        self.assertEqual(e, ["spec.model.name: Too long: may not be more than 253 bytes",
+                             NOT_CHECKED])
         e = errors_of(MP, pool(deploymentName="Not_A_Name"))
         self.assertEqual(e, ['spec.deploymentName: Invalid value: "Not_A_Name": '
                              "spec.deploymentName in body should match "
@@ -251,17 +255,20 @@ class ConstraintTest(unittest.TestCase):
         e = self.md_errors(lambda s: s["model"]["dummy"].pop("preset"))
         self.assertEqual(e[0], "spec.model.dummy.preset: Required value")
 
-    def test_required_and_type_errors_skip_the_cel_rules(self):
+    def test_blocking_errors_skip_the_cel_rules(self):
         e = self.md_errors(lambda s: (s["model"].pop("name"), s["model"].pop("dummy")))
-        self.assertEqual(e, ["spec.model.name: Required value",
-                             '<nil>: Invalid value: "object": some validation rules were not '
-                             "checked because the object was invalid; correct the existing errors "
-                             "to complete validation"])
+        self.assertEqual(e, ["spec.model.name: Required value", NOT_CHECKED])
+        # A value error (a minimum) does not stop them: both are reported.
+        e = self.md_errors(lambda s: (s["prefill"].update(replicas=-1),
+                                      s["decode"].update(tensorParallel=3)))
+        self.assertEqual(len(e), 2, e)
+        self.assertIn("tensorParallel must be a power of two", e[1])
 
     def test_lists(self):
         secrets = [{"name": f"s{i}"} for i in range(17)]
         e = self.md_errors(lambda s: s.update(imagePullSecrets=secrets))
-        self.assertEqual(e, ["spec.imagePullSecrets: Too many: 17: must have at most 16 items"])
+        self.assertEqual(e, ["spec.imagePullSecrets: Too many: 17: must have at most 16 items",
+                             NOT_CHECKED])
         e = self.md_errors(lambda s: s.update(imagePullSecrets=[{}]))
         self.assertEqual(e[0], "spec.imagePullSecrets[0].name: Required value")
 
@@ -462,7 +469,7 @@ class GenericAdmitTest(unittest.TestCase):
                         MD):
             obj = example("tiny-cpu")
             obj["spec"]["decode"]["weights"] = "int8"
-            self.assertEqual(len(crd_schema.admit(wrapped, obj)), 1)
+            self.assertEqual(crd_schema.admit(wrapped, obj)[1:], [NOT_CHECKED])
 
 
 def crd_with(schema_spec, rules=None):
