@@ -3,6 +3,7 @@
 // bytes for the same arguments, and runs a forward step on a tokenized chat prompt.
 #include "tools/make_model.h"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include "engine/core/thread_pool.h"
 #include "engine/kv/page_pool.h"
@@ -36,7 +38,9 @@ std::string ReadFile(const fs::path& path) {
 class MakeModelTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    root_ = new std::string((fs::path(::testing::TempDir()) / "tools_make_model").string());
+    // Per process: CTest runs each test case of this binary as its own process, maybe in parallel.
+    root_ = new std::string(
+        (fs::path(::testing::TempDir()) / ("tools_make_model_" + std::to_string(::getpid()))).string());
     fs::remove_all(*root_);
     MakeModelOptions o;
     o.out_dir = *root_ + "/tiny";
@@ -46,6 +50,8 @@ class MakeModelTest : public ::testing::Test {
     report_ = new MakeModelReport(*r);
   }
   static void TearDownTestSuite() {
+    std::error_code ec;
+    fs::remove_all(*root_, ec);
     delete root_;
     delete report_;
   }
@@ -225,7 +231,8 @@ TEST_F(MakeModelTest, GenerateStreamsReproducibleText) {
 }
 
 TEST(MakeModelCliTest, ArgumentsAndErrors) {
-  const std::string out = (fs::path(::testing::TempDir()) / "tools_make_model_cli").string();
+  const std::string out =
+      (fs::path(::testing::TempDir()) / ("tools_make_model_cli_" + std::to_string(::getpid()))).string();
   EXPECT_EQ(RunMakeModel({}), 2);
   EXPECT_EQ(RunMakeModel({"--out"}), 2);
   EXPECT_EQ(RunMakeModel({"--out", out, "--weights", "int8"}), 2);
@@ -236,6 +243,7 @@ TEST(MakeModelCliTest, ArgumentsAndErrors) {
   EXPECT_EQ(RunMakeModel({"--out", out, "--preset", "nope"}), 1);
   EXPECT_EQ(RunMakeModel({"--out", out, "--vocab-size", "1024", "--seed", "3"}), 0);
   EXPECT_TRUE(fs::exists(out + "/tiktoken.model"));
+  fs::remove_all(out);
 }
 
 }  // namespace
