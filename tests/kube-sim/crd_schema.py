@@ -347,49 +347,62 @@ def _rule_path(path, field_path):
     return path
 
 
-def _rule_error(rule, schema, path, activation, detail=None):
-    message = detail
-    if message is None:
-        message = rule.get("message") or f"failed rule: {rule['rule']}"
-        if rule.get("messageExpression"):
-            try:
-                m = program_for(rule["messageExpression"]).evaluate(activation)
-                if isinstance(m, str) and m.strip():
-                    message = m
-            except (cel.CelSyntaxError, cel.CelEvalError):
-                pass
-    target = _show(_rule_path(path, rule.get("fieldPath")))
-    label = REASONS.get(rule.get("reason"))
-    if label and detail is None:
-        return f"{target}: {label}: {message}"
-    return f'{target}: Invalid value: "{schema.get("type", "")}": {message}'
+def _rule_text(rule):
+    """The rule as error details name it: its message when it has one (ruleErrorString)."""
+    return (rule.get("message") or "").strip() or rule["rule"].strip()
+
+
+def _failure_message(rule, activation):
+    message = (rule.get("message") or "").strip() or f"failed rule: {rule['rule'].strip()}"
+    if rule.get("messageExpression"):
+        try:
+            m = program_for(rule["messageExpression"]).evaluate(activation)
+        except (cel.CelSyntaxError, cel.CelEvalError):
+            return message
+        if isinstance(m, str) and m.strip() and "\n" not in m.strip():
+            return m.strip()
+    return message
+
+
+def _rule_error(rule, schema, path, detail):
+    return f'{_show(path)}: Invalid value: "{schema.get("type", "")}": {detail}'
 
 
 def _check_node_rules(value, schema, old, has_old, path, out):
     for rule in schema.get("x-kubernetes-validations", []):
         try:
             program = program_for(rule["rule"])
-        except cel.CelSyntaxError as e:
-            out.append(f"{_show(path)}: Internal error: rule {rule['rule']!r} does not compile: "
-                       f"{e}")
+        except cel.CelSyntaxError as e:  # validate_crd would have refused the CRD
+            out.append(_rule_error(rule, schema, path, f"rule compile error: {e}"))
             continue
         if program.uses_old_self and not has_old:
-            continue
+            continue  # transition rules need a value to compare with
         activation = {"self": value}
         if has_old:
             activation["oldSelf"] = old
         try:
             result = program.evaluate(activation)
         except cel.CelEvalError as e:
-            out.append(_rule_error(rule, schema, path, activation,
-                                   f"{e} evaluating rule: {rule['rule']}"))
+            if str(e).startswith("no such overload"):
+                detail = (f"'{e}': call arguments did not match a supported operator, function or "
+                          f"macro signature for rule: {_rule_text(rule)}")
+            else:
+                detail = f"{e} evaluating rule: {_rule_text(rule)}"
+            out.append(_rule_error(rule, schema, path, detail))
+            continue
+        if result is True:
             continue
         if not isinstance(result, bool):
-            out.append(_rule_error(rule, schema, path, activation,
-                                   f"rule {rule['rule']!r} returned {cel.type_name(result)}, "
-                                   "not bool"))
-        elif not result:
-            out.append(_rule_error(rule, schema, path, activation))
+            out.append(_rule_error(rule, schema, path, f"rule returned {cel.type_name(result)}, "
+                                                       f"not bool: {_rule_text(rule)}"))
+            continue
+        message = _failure_message(rule, activation)
+        target = _show(_rule_path(path, rule.get("fieldPath")))
+        label = REASONS.get(rule.get("reason"))
+        if label:
+            out.append(f"{target}: {label}: {message}")
+        else:
+            out.append(f'{target}: Invalid value: "{schema.get("type", "")}": {message}')
 
 
 def _check_rules(value, schema, old, has_old, path, out):
