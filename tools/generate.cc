@@ -171,6 +171,7 @@ Status Generate(const GenerateArgs& args) {
   double first_token_s = 0, total_s = 0;
   ASSIGN_OR_RETURN(runtime::RequestOutput last, Run(*engine, request, &tokens, &first_token_s, &total_s));
   std::printf("\n");
+  std::fflush(stdout);  // the text's line ends before the report on stderr
   const double decode_s = total_s - first_token_s;
   std::fprintf(stderr, "finish: %s%s%s; prompt %zu tokens, generated %lld tokens\n",
                std::string(runtime::FinishReasonName(*last.finish)).c_str(),
