@@ -15,6 +15,26 @@ Status ParseSeconds(const std::string& flag, const std::string& text, int* out) 
   return Status::Ok();
 }
 
+Status ParseCount(const std::string& flag, const std::string& text, int* out) {
+  int v = 0;
+  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || ptr != text.data() + text.size() || v <= 0) {
+    return Status::InvalidArgument("--" + flag + ": want a positive integer, got '" + text + "'");
+  }
+  *out = v;
+  return Status::Ok();
+}
+
+Status ParsePositiveDouble(const std::string& flag, const std::string& text, double* out) {
+  double v = 0;
+  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || ptr != text.data() + text.size() || !(v > 0)) {
+    return Status::InvalidArgument("--" + flag + ": want a positive number, got '" + text + "'");
+  }
+  *out = v;
+  return Status::Ok();
+}
+
 Status ParseBool(const std::string& flag, const std::string& text, bool* out) {
   if (text == "true") {
     *out = true;
@@ -47,6 +67,16 @@ Status Apply(const std::string& name, const std::string& value, ControllerOption
     return ParseSeconds(name, value, &o->renew_deadline_s);
   else if (name == "retry-period")
     return ParseSeconds(name, value, &o->retry_period_s);
+  else if (name == "leader-election-identity")
+    o->leader_election_identity = value;
+  else if (name == "workers")
+    return ParseCount(name, value, &o->workers);
+  else if (name == "qps")
+    return ParsePositiveDouble(name, value, &o->qps);
+  else if (name == "burst")
+    return ParseCount(name, value, &o->burst);
+  else if (name == "agent-image")
+    o->agent_image = value;
   else
     return Status::InvalidArgument("unknown flag --" + name);
   return Status::Ok();
@@ -59,6 +89,8 @@ Status ValidateControllerOptions(const ControllerOptions& o) {
     return Status::InvalidArgument(
         "leader election needs --retry-period < --renew-deadline < --lease-duration");
   }
+  if (o.workers > 64) return Status::InvalidArgument("--workers: at most 64");
+  if (o.agent_image.empty()) return Status::InvalidArgument("--agent-image: must not be empty");
   if (o.leader_elect && (o.leader_election_namespace.empty() || o.leader_election_id.empty())) {
     return Status::InvalidArgument(
         "--leader-elect needs --leader-election-namespace and --leader-election-id");

@@ -20,6 +20,11 @@ struct ControllerOptions {
   int lease_duration_s = 15;
   int renew_deadline_s = 10;
   int retry_period_s = 2;
+  std::string leader_election_identity;  // empty: "<hostname>_<pid>"
+  int workers = 2;                       // concurrent reconciles per controller
+  double qps = 20;  // reconcile API requests per second (client-go-style client-side limiter)
+  int burst = 30;
+  std::string agent_image = "ghcr.io/tandem-dev/tandem-agent:latest";  // when spec.image is unset
 };
 
 // Parses `--name=value` / `--name value` flags (argv[0] excluded).

@@ -27,6 +27,23 @@ TEST(ControllerOptionsTest, BothFlagSpellings) {
   EXPECT_EQ(o->watch_namespace, "ml");
 }
 
+TEST(ControllerOptionsTest, ReconcilerFlags) {
+  StatusOr<ControllerOptions> o =
+      ParseControllerFlags({"--workers=4", "--agent-image", "registry/agent:1",
+                            "--leader-election-identity=pod-a", "--qps=50.5", "--burst", "80"});
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  EXPECT_EQ(o->workers, 4);
+  EXPECT_EQ(o->agent_image, "registry/agent:1");
+  EXPECT_EQ(o->leader_election_identity, "pod-a");
+  EXPECT_EQ(o->qps, 50.5);
+  EXPECT_EQ(o->burst, 80);
+  EXPECT_FALSE(ParseControllerFlags({"--qps=0"}).ok());
+  EXPECT_FALSE(ParseControllerFlags({"--burst=x"}).ok());
+  EXPECT_FALSE(ParseControllerFlags({"--workers=0"}).ok());
+  EXPECT_FALSE(ParseControllerFlags({"--workers=100"}).ok());
+  EXPECT_FALSE(ParseControllerFlags({"--agent-image="}).ok());
+}
+
 TEST(ControllerOptionsTest, Errors) {
   struct Case {
     std::vector<std::string> args;

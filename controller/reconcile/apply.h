@@ -36,6 +36,8 @@ class ObjectStore {
   // conditional on `uid` (the object we decided to delete, not a successor of the same name).
   virtual StatusOr<json> Create(Kind kind, const json& object) = 0;
   virtual StatusOr<json> Update(Kind kind, const json& object) = 0;
+  // Writes only `object`'s status (the status subresource), conditional on its resourceVersion.
+  virtual StatusOr<json> UpdateStatus(Kind kind, const json& object) = 0;
   virtual Status Delete(Kind kind, const std::string& ns, const std::string& name,
                         const std::string& uid) = 0;
 };

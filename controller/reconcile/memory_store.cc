@@ -62,6 +62,23 @@ StatusOr<json> MemoryStore::Update(Kind kind, const json& object) {
   if (stored.value("spec", json()) != it->second.value("spec", json())) {
     stored["metadata"]["generation"] = it->second["metadata"].value("generation", 1) + 1;
   }
+  if (stored["metadata"].contains("deletionTimestamp") &&
+      stored["metadata"].value("finalizers", json::array()).empty()) {
+    objects_.erase(it);  // the last finalizer is gone
+    return stored;
+  }
+  return Store(kind, stored);
+}
+
+StatusOr<json> MemoryStore::UpdateStatus(Kind kind, const json& object) {
+  auto it = objects_.find({kind, Meta(object, "namespace"), Meta(object, "name")});
+  if (it == objects_.end()) return Status::NotFound(Meta(object, "name") + " not found");
+  if (Meta(object, "resourceVersion") != Meta(it->second, "resourceVersion")) {
+    return Status::Aborted("stale resourceVersion");
+  }
+  ++status_updates;
+  json stored = it->second;
+  stored["status"] = object.value("status", json::object());
   return Store(kind, stored);
 }
 
@@ -71,6 +88,12 @@ Status MemoryStore::Delete(Kind kind, const std::string& ns, const std::string& 
   if (it == objects_.end()) return Status::NotFound(name + " not found");
   if (!uid.empty() && Meta(it->second, "uid") != uid) return Status::Aborted("uid precondition failed");
   ++deletes;
+  json& stored = it->second;
+  if (stored["metadata"].contains("finalizers") && !stored["metadata"]["finalizers"].empty()) {
+    stored["metadata"]["deletionTimestamp"] = "2026-12-01T00:00:00Z";  // finalizers hold it
+    stored["metadata"]["resourceVersion"] = std::to_string(next_version_++);
+    return Status::Ok();
+  }
   objects_.erase(it);
   return Status::Ok();
 }

@@ -19,6 +19,7 @@ class MemoryStore : public ObjectStore {
   StatusOr<std::vector<json>> List(Kind kind, const std::string& ns, const json& match_labels) override;
   StatusOr<json> Create(Kind kind, const json& object) override;
   StatusOr<json> Update(Kind kind, const json& object) override;
+  StatusOr<json> UpdateStatus(Kind kind, const json& object) override;
   Status Delete(Kind kind, const std::string& ns, const std::string& name, const std::string& uid) override;
 
   // Puts an object as if someone else wrote it (no write counted). Returns it as stored.
@@ -26,9 +27,10 @@ class MemoryStore : public ObjectStore {
   // Changes a stored object behind the executor's back (no write counted).
   json* Mutable(Kind kind, const std::string& ns, const std::string& name);
 
-  int writes() const { return creates + updates + deletes; }
+  int writes() const { return creates + updates + status_updates + deletes; }
   int creates = 0;
   int updates = 0;
+  int status_updates = 0;
   int deletes = 0;
   int fail_next_updates = 0;  // > 0: the next updates fail with Aborted (a conflict)
 

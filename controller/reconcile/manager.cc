@@ -1,0 +1,182 @@
+#include "controller/reconcile/manager.h"
+
+#include <chrono>
+
+#include "common/logging.h"
+#include "controller/kube/client.h"
+#include "controller/metrics/controller_metrics.h"
+#include "controller/metrics/workqueue_hooks.h"
+#include "controller/reconcile/kube_store.h"
+#include "controller/reconcile/reconciler.h"
+#include "controller/runtime/informer.h"
+#include "controller/runtime/rate_limiter.h"
+#include "controller/runtime/workqueue.h"
+
+namespace tandem::controller::reconcile {
+namespace {
+
+int64_t UnixSeconds() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// The controller ownerReference's kind and "namespace/name" key, or empty strings.
+void ControllerOwner(const json& object, std::string* kind, std::string* key) {
+  kind->clear();
+  key->clear();
+  const json* meta = FieldReader(object).Object("/metadata");
+  if (meta == nullptr || !meta->contains("ownerReferences") || !meta->at("ownerReferences").is_array())
+    return;
+  for (const json& ref : meta->at("ownerReferences")) {
+    if (!ref.is_object() || ref.value("controller", false) != true) continue;
+    *kind = ref.value("kind", "");
+    *key = meta->value("namespace", "") + "/" + ref.value("name", "");
+    return;
+  }
+}
+
+// Conflicts, cache lag and transient API errors are ordinary retries, not errors.
+std::string_view ResultOf(const Status& s) {
+  switch (s.code()) {
+    case StatusCode::kOk: return metrics::kResultSuccess;
+    case StatusCode::kAborted:
+    case StatusCode::kFailedPrecondition:  // writes fenced: leadership is being lost
+    case StatusCode::kAlreadyExists:
+    case StatusCode::kUnavailable:
+    case StatusCode::kDeadlineExceeded: return metrics::kResultRequeue;
+    default: return metrics::kResultError;
+  }
+}
+
+}  // namespace
+
+Manager::Manager(kube::Client* client, metrics::ControllerMetrics* metrics, ManagerOptions options)
+    : client_(client),
+      metrics_(metrics),
+      options_(std::move(options)),
+      clock_(options_.clock != nullptr ? *options_.clock : SteadyClock::Default()) {
+  store_ = std::make_unique<KubeStore>(client_, clock_, options_.qps, options_.burst);
+  events_ = std::make_unique<EventRecorder>(store_.get(), "tandem-controller", UnixSeconds);
+  ReconcileContext ctx{store_.get(), events_.get(), metrics_, UnixSeconds, options_.plan};
+  deployment_reconciler_ = std::make_unique<ModelDeploymentReconciler>(ctx);
+  pool_reconciler_ = std::make_unique<ModelPoolReconciler>(ctx);
+  auto hooks = [&](const char* name) {
+    return metrics_ != nullptr ? metrics::WorkQueueHooks(metrics_, name) : runtime::WorkQueueMetricsHooks{};
+  };
+  deployment_queue_ = std::make_unique<runtime::WorkQueue>(
+      "modeldeployment", clock_, runtime::NewDefaultControllerRateLimiter(clock_), hooks("modeldeployment"));
+  pool_queue_ = std::make_unique<runtime::WorkQueue>(
+      "modelpool", clock_, runtime::NewDefaultControllerRateLimiter(clock_), hooks("modelpool"));
+
+  // Only our children are cached (label selectors); a same-named object of someone else's is
+  // found by the store's live GET fallback and refused.
+  const std::string ours = "app.kubernetes.io/managed-by=tandem-controller";
+  AddInformer(static_cast<int>(Kind::kModelDeployment), "");
+  AddInformer(static_cast<int>(Kind::kModelPool), "");
+  for (Kind kind : {Kind::kStatefulSet, Kind::kService, Kind::kConfigMap, Kind::kDeployment,
+                    Kind::kPodDisruptionBudget}) {
+    AddInformer(static_cast<int>(kind), ours);
+  }
+  AddInformer(static_cast<int>(Kind::kPod), std::string(kPoolLabel));
+}
+
+void Manager::AddInformer(int kind_index, const std::string& label_selector) {
+  Kind kind = static_cast<Kind>(kind_index);
+  runtime::InformerOptions o;
+  o.resource = ResourceOf(kind);
+  o.namespace_name = options_.watch_namespace;
+  o.label_selector = label_selector;
+  o.clock = &clock_;
+  auto informer = std::make_unique<runtime::Informer>(
+      options_.informer_client != nullptr ? options_.informer_client : client_, o);
+  store_->SetInformer(kind, informer.get());
+  auto route = [this, kind](const runtime::ObjectPtr& obj) {
+    if (obj == nullptr) return;
+    std::string owner_kind, owner_key;
+    ControllerOwner(*obj, &owner_kind, &owner_key);
+    if (kind == Kind::kModelDeployment) {
+      deployment_queue_->Add(ObjectKey(*obj));
+      return;
+    }
+    if (kind == Kind::kModelPool) pool_queue_->Add(ObjectKey(*obj));
+    if (kind == Kind::kPod) {
+      // Pods belong to the pool's StatefulSet, which is named after the pool.
+      if (owner_kind == "StatefulSet") pool_queue_->Add(owner_key);
+      return;
+    }
+    if (owner_kind == "ModelDeployment") deployment_queue_->Add(owner_key);
+    if (owner_kind == "ModelPool") pool_queue_->Add(owner_key);
+  };
+  runtime::EventHandlers handlers;
+  handlers.on_add = route;
+  handlers.on_update = [route](const runtime::ObjectPtr&, const runtime::ObjectPtr& obj) { route(obj); };
+  handlers.on_delete = route;
+  informer->AddEventHandlers(std::move(handlers));
+  informers_.push_back(std::move(informer));
+}
+
+Manager::~Manager() { Stop(); }
+
+void Manager::StartInformers() {
+  for (auto& informer : informers_) informer->Start();
+}
+
+bool Manager::Synced() const {
+  for (const auto& informer : informers_) {
+    if (!informer->HasSynced()) return false;
+  }
+  return true;
+}
+
+bool Manager::WaitForSync(std::chrono::milliseconds timeout) const {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (const auto& informer : informers_) {
+    auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0 || !informer->WaitForSync(left)) return false;
+  }
+  return true;
+}
+
+void Manager::StartWorkers() {
+  if (workers_started_.exchange(true) || stopped_.load()) return;
+  for (int i = 0; i < options_.workers; ++i) {
+    workers_.emplace_back([this] { Worker(deployment_queue_.get(), true); });
+    workers_.emplace_back([this] { Worker(pool_queue_.get(), false); });
+  }
+}
+
+void Manager::Worker(runtime::WorkQueue* queue, bool deployments) {
+  const char* name = deployments ? "modeldeployment" : "modelpool";
+  while (std::optional<std::string> key = queue->Get()) {
+    int64_t start = clock_.NowNanos();
+    Status s = deployments ? deployment_reconciler_->Reconcile(*key) : pool_reconciler_->Reconcile(*key);
+    double seconds = static_cast<double>(clock_.NowNanos() - start) * 1e-9;
+    std::string_view result = ResultOf(s);
+    if (metrics_ != nullptr) metrics_->ObserveReconcile(name, result, seconds);
+    ++reconciles_;
+    if (s.ok()) {
+      queue->Forget(*key);
+    } else {
+      if (result == metrics::kResultError) {
+        TANDEM_LOG(Warning) << name << " " << *key << ": " << s.ToString();
+      } else {
+        TANDEM_LOG(Debug) << name << " " << *key << " requeued: " << s.ToString();
+      }
+      queue->AddRateLimited(*key);
+    }
+    queue->Done(*key);
+  }
+}
+
+void Manager::Stop() {
+  if (stopped_.exchange(true)) return;
+  store_->Interrupt();
+  deployment_queue_->ShutDown();
+  pool_queue_->ShutDown();
+  for (std::thread& t : workers_) t.join();
+  workers_.clear();
+  for (auto& informer : informers_) informer->Stop();
+}
+
+}  // namespace tandem::controller::reconcile

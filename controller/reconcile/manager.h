@@ -1,0 +1,96 @@
+#pragma once
+// Wires the two reconcilers to the cluster: one informer per kind the controller reads
+// (ModelDeployment, ModelPool, StatefulSet, Service, ConfigMap, Deployment, PodDisruptionBudget,
+// Pod), event handlers that map a changed object to the key of the object that owns it, a
+// rate-limited work queue per reconciler, and worker threads.
+//
+// Informers start at once (so a standby replica has a warm cache); workers start only when told
+// (leader election's on_started_leading). Stop shuts the queues, joins the workers and stops the
+// informers.
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/status.h"
+#include "controller/reconcile/deployment_spec.h"
+
+namespace tandem::controller::kube {
+class Client;
+}
+namespace tandem::controller::metrics {
+class ControllerMetrics;
+}
+namespace tandem::controller::runtime {
+class Informer;
+class WorkQueue;
+}  // namespace tandem::controller::runtime
+
+namespace tandem::controller::reconcile {
+
+class KubeStore;
+class EventRecorder;
+class ModelDeploymentReconciler;
+class ModelPoolReconciler;
+
+struct ManagerOptions {
+  std::string watch_namespace;  // "": all namespaces
+  int workers = 2;              // per reconciler
+  PlanOptions plan;
+  const Clock* clock = nullptr;  // work queues and informers; nullptr: SteadyClock
+  // Client-side limit on the reconcilers' API requests (cache reads are free); qps <= 0: none.
+  double qps = 20;
+  int burst = 30;
+  // Lists and watches go through this client when set (else the reconcile client), so the
+  // reconcile client's traffic is the reconcilers' alone.
+  kube::Client* informer_client = nullptr;
+};
+
+class Manager {
+ public:
+  // `client` (reads and writes; fenced by leader election) and `metrics` (may be null) must
+  // outlive the manager.
+  Manager(kube::Client* client, metrics::ControllerMetrics* metrics, ManagerOptions options);
+  ~Manager();
+  Manager(const Manager&) = delete;
+  Manager& operator=(const Manager&) = delete;
+
+  void StartInformers();
+  // True once every informer has listed.
+  bool Synced() const;
+  bool WaitForSync(std::chrono::milliseconds timeout) const;
+  // Starts the workers (idempotent).
+  void StartWorkers();
+  bool WorkersRunning() const { return workers_started_.load(); }
+  // Stops workers and informers (idempotent).
+  void Stop();
+
+  // Keys reconciled so far (successfully or not), for logs and tests.
+  int64_t reconciles() const { return reconciles_.load(); }
+
+ private:
+  void Worker(runtime::WorkQueue* queue, bool deployments);
+  void AddInformer(int kind_index, const std::string& label_selector);
+
+  kube::Client* const client_;
+  metrics::ControllerMetrics* const metrics_;
+  const ManagerOptions options_;
+  const Clock& clock_;
+  std::unique_ptr<KubeStore> store_;
+  std::unique_ptr<EventRecorder> events_;
+  std::unique_ptr<ModelDeploymentReconciler> deployment_reconciler_;
+  std::unique_ptr<ModelPoolReconciler> pool_reconciler_;
+  std::unique_ptr<runtime::WorkQueue> deployment_queue_;
+  std::unique_ptr<runtime::WorkQueue> pool_queue_;
+  std::vector<std::unique_ptr<runtime::Informer>> informers_;
+  std::vector<std::thread> workers_;
+  std::atomic<bool> workers_started_{false};
+  std::atomic<bool> stopped_{false};
+  std::atomic<int64_t> reconciles_{0};
+};
+
+}  // namespace tandem::controller::reconcile
