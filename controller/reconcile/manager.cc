@@ -111,6 +111,15 @@ void Manager::AddInformer(int kind_index, const std::string& label_selector) {
   handlers.on_add = route;
   handlers.on_update = [route](const runtime::ObjectPtr&, const runtime::ObjectPtr& obj) { route(obj); };
   handlers.on_delete = route;
+  if (kind == Kind::kModelPool && metrics_ != nullptr) {
+    // A deleted pool's replica series would otherwise linger in dashboards.
+    handlers.on_delete = [this, route](const runtime::ObjectPtr& obj) {
+      route(obj);
+      if (obj == nullptr) return;
+      FieldReader r(*obj);
+      metrics_->ForgetPool(r.String("/spec/deploymentName", ""), r.String("/spec/role", ""));
+    };
+  }
   informer->AddEventHandlers(std::move(handlers));
   informers_.push_back(std::move(informer));
 }

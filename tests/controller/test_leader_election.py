@@ -6,6 +6,7 @@
     reconcile client (kube-sim counts requests per User-Agent) writes nothing after the takeover.
   - The new leader is SIGKILLed (no release): a third process takes over within lease duration +
     retry period.
+  - SIGTERM: the leader exits 0 and releases the Lease.
 The takeover bound is the protocol's (client-go's rules); 0.5 s is added for process start-up and
 the 20 ms polling of this test.
 
@@ -89,6 +90,10 @@ class LeaderElectionTest(unittest.TestCase):
         self.assertLessEqual(kill_takeover_s, LEASE_S + RETRY_S + 0.5)
         c.sim.ok("POST", MDEPS, mdep("four"))
         wait_for(lambda: self.ready("four"), 30, "the third leader to reconcile")
+        # SIGTERM: a clean exit that releases the Lease (holderIdentity cleared) for the next one.
+        procs["c"].terminate()
+        self.assertEqual(procs["c"].wait(20), 0, c.controller_log(procs["c"]))
+        self.assertIsNone(self.holder())
         print("\nleader election: takeover %.2f s after SIGSTOP, %.2f s after SIGKILL (bound %d s); "
               "old leader's writes after losing the lease: %d" %
               (takeover_s, kill_takeover_s, LEASE_S + RETRY_S, self.writes_by(leader) - writes_before))
