@@ -1,9 +1,10 @@
 """tandem-controller under faults: kube-sim answers 30% of updates with 409 Conflict, ends each
 watch with 410 Gone every 500 events and cuts watch connections at random, and the controller is
-SIGKILLed and restarted several times while it writes. 100 ModelDeployments must converge (Ready,
-observedGeneration == generation on every deployment and pool), a spec change to all of them
-must converge again (so the caches the controller rebuilt by relisting track the server), a
-converged cluster must see no writes, and deleting half of them must leave no orphans.
+SIGKILLed and restarted after every 100 writes until it has converged anyway. 100
+ModelDeployments must converge (Ready, observedGeneration == generation on every deployment and
+pool), a spec change to all of them must converge again (so the caches the controller rebuilt by
+relisting track the server), a converged cluster must see no reconcile writes, the reconcile
+clients must stay within their token buckets, and deleting half of them must leave no orphans.
 
 Run: TANDEM_CONTROLLER=build-x/controller/tandem-controller .venv/bin/python tests/controller/test_faults.py
 """
@@ -18,6 +19,7 @@ from e2e_lib import API, REPO, Cluster, is_ready, wait_for
 N = int(os.environ.get("TANDEM_E2E_DEPLOYMENTS", "100"))
 FAULTS = {"conflict_percent": 30, "gone_every_events": 500, "drop_watch_percent": 1, "seed": 7}
 QPS, BURST = 100, 100  # the reconcile client's limiter (--qps, --burst)
+KILL_EVERY, MAX_KILLS = 100, 40
 MDEPS = API % "default" + "modeldeployments"
 POOLS = API % "default" + "modelpools"
 
@@ -53,9 +55,11 @@ class FaultsTest(unittest.TestCase):
         start = time.monotonic()
         processes = 1
 
-        # SIGKILL after every few hundred writes, mid-flight, and start a fresh process.
+        # SIGKILL after every KILL_EVERY writes, mid-flight, and start a fresh process, until it
+        # converges anyway (or MAX_KILLS).
         kills = 0
-        for threshold in (150, 400, 700, 1000):
+        while kills < MAX_KILLS and not self.converged(1):
+            threshold = c.stats()["writes"] + KILL_EVERY
             wait_for(lambda: c.stats()["writes"] >= threshold or self.converged(1), 120, "writes")
             if self.converged(1):
                 break
