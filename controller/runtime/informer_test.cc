@@ -248,6 +248,35 @@ TEST_F(InformerTest, CacheEqualsServerAfterRandomChangesWithFaults) {
   informer.Stop();
 }
 
+// Dropped watch streams (no 410) are resumed from the last resourceVersion seen, never relisted,
+// and no change is lost or delivered twice.
+TEST_F(InformerTest, DroppedWatchesResumeWithoutRelisting) {
+  StartSim(R"({"drop_watch_percent": 30, "seed": 3})");
+  if (IsSkipped()) return;
+  Informer informer(client_.get(), Options());
+  Mirror mirror;
+  informer.AddEventHandlers(mirror.Handlers());
+  informer.Start();
+  ASSERT_TRUE(informer.WaitForSync(std::chrono::seconds(30)));
+  for (int i = 0; i < 60; ++i) {
+    std::string name = "cm-" + std::to_string(i % 20);
+    if (i < 20) {
+      ASSERT_TRUE(writer_->Create(kube::kConfigMap, "ns-b", ConfigMap("ns-b", name)).ok());
+    } else {
+      ASSERT_TRUE(
+          writer_->Patch(kube::kConfigMap, "ns-b", name, Json{{"data", {{"v", std::to_string(i)}}}}).ok());
+    }
+  }
+  ASSERT_TRUE(Eventually([&] { return CacheObjects(informer) == ServerObjects(); }));
+  ASSERT_TRUE(Eventually([&] { return mirror.Objects() == CacheObjects(informer); }));
+  EXPECT_EQ(mirror.adds_, 20);
+  EXPECT_EQ(mirror.updates_, 40);
+  InformerStats stats = informer.Stats();
+  EXPECT_EQ(stats.relists, 0);
+  EXPECT_GE(stats.resumes, 3);
+  informer.Stop();
+}
+
 // With 410 after every single event the informer relists after each one; changes made meanwhile
 // arrive through the relist diff (adds, updates and deletes it computed against the cache).
 TEST_F(InformerTest, RelistDiffDeliversWhatChangedWhileAway) {
