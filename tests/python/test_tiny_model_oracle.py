@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""The tiny model's tokenizer (`tandem make-model`) against PyPI `tiktoken` (docs/tiny-model.md).
+"""The tiny models' tokenizers (`tandem make-model`) against PyPI `tiktoken` and `tokenizers`
+(docs/tiny-model.md).
 
 Runs `tandem make-model` into a temporary directory, builds a tiktoken.Encoding from the
 tiktoken.model ranks it wrote, Kimi K2's pattern and the special tokens of its
@@ -8,6 +9,8 @@ give the same ids on >= 10^4 strings: random code points of all planes, real tex
 repository's sources and docs, the corpus sentences), lines of the training corpus, and
 special tokens spliced in. Then decode(encode(s)) == s and the streaming detokenizer agrees. Also
 checks the files agree with each other: config.json vocab_size = ranks + specials, bos/eos ids.
+The tiny-glm model's tokenizer.json is compared with PyPI `tokenizers` the same way (COUNT / 2
+strings).
 
 Run: TOKENIZER_TOOL=build/engine/tokenizer_tool .venv/bin/python tests/python/test_tiny_model_oracle.py \
        --tandem build/tools/tandem
@@ -24,6 +27,7 @@ import unittest
 
 import test_tokenizer_oracle as oracle  # noqa: E402  (same directory: encode/decode helpers)
 import tiktoken  # noqa: E402
+import tokenizers  # noqa: E402
 
 TANDEM = ""
 COUNT = int(os.environ.get("TINY_ORACLE_STRINGS", "20000"))
@@ -90,6 +94,39 @@ class TinyModelOracleTest(unittest.TestCase):
         self.assertEqual(mismatches, [])
         self.assertEqual(oracle.decode(path, ours), [s.encode("utf-8") for s in strings])
         self.assertEqual(oracle.decode(path, ours[:5000], "stream"), [s.encode("utf-8") for s in strings[:5000]])
+
+
+class TinyGlmModelOracleTest(unittest.TestCase):
+    """--preset tiny-glm writes a Hugging Face tokenizer.json: PyPI `tokenizers` must agree."""
+
+    def test_tokenizers_agree(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, "glm")
+            proc = subprocess.run([TANDEM, "make-model", "--out", out, "--preset", "tiny-glm"], capture_output=True,
+                                  text=True)
+            self.assertEqual(proc.returncode, 0, proc.stderr)
+            path = os.path.join(out, "tokenizer.json")
+            reference = tokenizers.Tokenizer.from_file(path)
+            with open(os.path.join(out, "config.json")) as f:
+                config = json.load(f)
+            self.assertEqual(config["vocab_size"], reference.get_vocab_size(with_added_tokens=True))
+            with open(CORPUS, encoding="utf-8") as f:
+                corpus_lines = [line for line in f.read().split("\n") if line]
+            rng = random.Random(29)
+            n = COUNT // 2
+            strings = oracle.real_text_strings(rng, n * 3 // 10) + [rng.choice(corpus_lines) for _ in range(n // 5)]
+            strings += oracle.make_vocabs.random_strings(n - len(strings), 31)
+            strings = oracle.with_specials(strings, ["<|user|>", "<|assistant|>", "<tool_call>", "</arg_value>",
+                                                     "[gMASK]", "<sop>"], rng)
+            ours = oracle.encode(path, strings)
+            theirs = [e.ids for e in reference.encode_batch(strings, add_special_tokens=False)]
+            mismatches = [i for i in range(len(strings)) if ours[i] != theirs[i]]
+            print("tokenizers %s on the tiny-glm model: %d strings, %d mismatches" %
+                  (tokenizers.__version__, len(strings), len(mismatches)))
+            for i in mismatches[:5]:
+                print("  %r\n    ours   %s\n    theirs %s" % (strings[i][:200], ours[i][:40], theirs[i][:40]))
+            self.assertEqual(mismatches, [])
+            self.assertEqual(oracle.decode(path, ours), [s.encode("utf-8") for s in strings])
 
 
 if __name__ == "__main__":
