@@ -79,8 +79,10 @@ Status ValidateLeaderElectionConfig(const LeaderElectionConfig& c) {
     return Status::InvalidArgument(
         "leader election needs 0 < retry period < renew deadline < lease duration");
   }
-  if (Seconds(c.lease_duration) < 1) {
-    return Status::InvalidArgument("leader election: lease duration must be at least 1 s (whole seconds)");
+  // The Lease carries whole seconds; a fraction would be cut off and other candidates could take
+  // over before this leader's renew deadline (and its write fence) ran out.
+  if (c.lease_duration % std::chrono::seconds(1) != nanoseconds(0)) {
+    return Status::InvalidArgument("leader election: lease duration must be a whole number of seconds");
   }
   return Status::Ok();
 }

@@ -54,8 +54,9 @@ struct LeaderElectionConfig {
   std::function<void(const std::string& identity)> on_new_leader;  // a different holder observed
 };
 
-// InvalidArgument unless names and identity are set and 0 < retry < renew deadline < lease
-// duration (the ordering client-go requires; see controller/options.cc).
+// InvalidArgument unless names and identity are set, 0 < retry < renew deadline < lease duration
+// (the ordering client-go requires; see controller/options.cc) and the lease duration is whole
+// seconds (what the Lease can hold).
 Status ValidateLeaderElectionConfig(const LeaderElectionConfig& config);
 
 // Counters for tests and metrics.

@@ -100,6 +100,9 @@ TEST(LeaderElectionConfigTest, RejectsBadTimingAndMissingNames) {
   c = Config("a", nullptr);
   c.retry_period = seconds(10);  // == renew deadline
   EXPECT_EQ(ValidateLeaderElectionConfig(c).code(), StatusCode::kInvalidArgument);
+  c = Config("a", nullptr);
+  c.lease_duration = milliseconds(15'500);  // the Lease holds whole seconds only
+  EXPECT_EQ(ValidateLeaderElectionConfig(c).code(), StatusCode::kInvalidArgument);
   c = Config("", nullptr);
   EXPECT_EQ(ValidateLeaderElectionConfig(c).code(), StatusCode::kInvalidArgument);
   c = Config("a", nullptr);
