@@ -126,6 +126,12 @@ void Manager::AddInformer(int kind_index, const std::string& label_selector) {
 
 Manager::~Manager() { Stop(); }
 
+std::vector<const runtime::Informer*> Manager::informers() const {
+  std::vector<const runtime::Informer*> out;
+  for (const auto& informer : informers_) out.push_back(informer.get());
+  return out;
+}
+
 void Manager::StartInformers() {
   for (auto& informer : informers_) informer->Start();
 }

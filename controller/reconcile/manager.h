@@ -71,6 +71,8 @@ class Manager {
 
   // Keys reconciled so far (successfully or not), for logs and tests.
   int64_t reconciles() const { return reconciles_.load(); }
+  // The informers (one per kind), for tests that compare caches with the server.
+  std::vector<const runtime::Informer*> informers() const;
 
  private:
   void Worker(runtime::WorkQueue* queue, bool deployments);
