@@ -104,8 +104,9 @@ def model():
         required=["name"],
         rules=[("has(self.path) != has(self.dummy)",
                 "set exactly one of model.path (a checkpoint) and model.dummy (random weights)"),
-               ("!has(self.volume) || (has(self.path) && "
-                "self.path.startsWith(self.volume.mountPath))",
+               ("!has(self.volume) || (has(self.path) && (self.path == self.volume.mountPath || "
+                "self.path.startsWith(self.volume.mountPath.endsWith('/') ? "
+                "self.volume.mountPath : self.volume.mountPath + '/')))",
                 "model.path must lie under model.volume.mountPath"),
                ("has(self.dummy) == has(oldSelf.dummy)",
                 "the model source (path or dummy) is immutable")])
@@ -176,8 +177,11 @@ def pool_fields():
                           enum=["bf16", "fp8", "int4"], default="bf16"),
         "kvCache": string("KV cache dtype: bf16, or fp8_e4m3 (half the bytes per token).",
                           enum=["bf16", "fp8_e4m3"], default="bf16"),
-        "kvCacheMemory": quantity("KV cache bytes per replica (e.g. 40Gi); unset: what is "
-                                  "left after the weights."),
+        "kvCacheMemory": {**quantity("KV cache bytes per replica (e.g. 40Gi); unset: what is "
+                                     "left after the weights."),
+                          "x-kubernetes-validations": [{
+                              "rule": "!string(self).startsWith('-')",
+                              "message": "kvCacheMemory must not be negative"}]},
         "resources": resources(),
         "nodeSelector": {"type": "object", "additionalProperties": {"type": "string"},
                          "description": "Node labels the pool's pods must match."},

@@ -332,6 +332,10 @@ class RuleTest(unittest.TestCase):
         e = self.md(with_volume(pvc, path="/weights/x"))
         self.assertEqual(e, ['spec.model: Invalid value: "object": model.path must lie under '
                              "model.volume.mountPath"])
+        e = self.md(with_volume(pvc, path="/models2/x"))  # a sibling directory, not under it
+        self.assertEqual(len(e), 1)
+        self.assertIn("model.path must lie under model.volume.mountPath", e[0])
+        self.assertEqual(self.md(with_volume(dict(pvc, mountPath="/models/"))), [])
         e = self.md(with_volume({}))
         self.assertEqual(e, ['spec.model.volume: Invalid value: "object": volume needs exactly one '
                              "of persistentVolumeClaim and hostPath"])
@@ -356,6 +360,13 @@ class RuleTest(unittest.TestCase):
         e = errors_of(MP, pool(replicas=9, autoscaling={"enabled": True, "maxReplicas": 8}))
         self.assertEqual(len(e), 1)
         self.assertTrue(e[0].startswith('spec: Invalid value: "object": replicas must lie'))
+
+    def test_kv_cache_memory_is_not_negative(self):
+        for value, ok in (("40Gi", True), (1 << 30, True), ("-1Gi", False), (-5, False)):
+            e = self.md(lambda s: s["decode"].update(kvCacheMemory=value))
+            want = [] if ok else ['spec.decode.kvCacheMemory: Invalid value: "": kvCacheMemory '
+                                  "must not be negative"]
+            self.assertEqual(e, want, value)
 
     def test_prefill_fp8_kv_needs_decode_fp8_kv(self):
         e = self.md(lambda s: s["prefill"].update(kvCache="fp8_e4m3"))
