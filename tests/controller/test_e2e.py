@@ -4,7 +4,8 @@
                   the pools, StatefulSets, Services, PDBs, ConfigMap and router; `kubectl get mdep`
                   shows the printer columns; Ready once kube-sim marks the pods ready; a spec
                   change bumps generation and observedGeneration follows; a converged cluster sees
-                  zero writes; `kubectl delete mdep` cascades with no orphans.
+                  zero writes; `kubectl scale modelpool` (autoscaling enabled) is followed and
+                  not reverted; `kubectl delete mdep` cascades with no orphans.
 
 Run: TANDEM_CONTROLLER=build-x/controller/tandem-controller .venv/bin/python tests/controller/test_e2e.py
 """
@@ -104,6 +105,25 @@ class HappyPathTest(unittest.TestCase):
         self.assertEqual(mdep["status"]["precision"], "prefill=bf16/bf16 decode=int4/bf16")
         cm = c.get(CHILD_PATHS["configmaps"] + "/tiny-cpu-config")
         self.assertEqual(json.loads(cm["data"]["decode.yaml"])["model"]["weights"], "int4")
+
+        # The autoscaler's path: with autoscaling enabled the pool's size belongs to the ModelPool's
+        # scale subresource (here `kubectl scale`); the StatefulSet follows and the deployment does
+        # not put it back.
+        c.kubectl("patch", "mdep", "tiny-cpu", "--type", "merge", "-p", json.dumps(
+            {"spec": {"decode": {"autoscaling": {"enabled": True, "minReplicas": 1, "maxReplicas": 4}}}}))
+        c.kubectl("scale", "modelpool", "tiny-cpu-decode", "--replicas=3")
+        wait_for(lambda: len(c.items(CHILD_PATHS["pods"] + "?labelSelector=tandem.dev/pool%3Ddecode")) == 3, 30,
+                 "a third decode pod")
+        c.pods_ready("tandem.dev/deployment=tiny-cpu")
+        mdep = wait_for(lambda: (lambda m: m if is_ready(m) and m["status"]["decode"]["ready"] == "3/3" else None)(
+            c.get(mdep_path)), 30, "Ready with 3 decode replicas")
+        c.sim.ok("DELETE", "/sim/stats")
+        time.sleep(1.0)  # a quiet period: nothing scales it back
+        self.assertEqual(c.reconcile_writes(), 0, c.stats())
+        self.assertEqual(c.get(CHILD_PATHS["modelpools"] + "/tiny-cpu-decode")["spec"]["replicas"], 3)
+        self.assertEqual(c.get(CHILD_PATHS["statefulsets"] + "/tiny-cpu-decode")["spec"]["replicas"], 3)
+        pools = c.kubectl("get", "modelpools").stdout.split("\n")
+        self.assertEqual(pools[0].split(), ["NAME", "ROLE", "REPLICAS", "READY", "WEIGHTS", "KV", "AGE"])
 
         # Delete cascades: kubectl waits for the finalizer, then nothing labelled is left.
         c.kubectl("delete", "mdep", "tiny-cpu", "--timeout=60s")
