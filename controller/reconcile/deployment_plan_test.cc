@@ -171,6 +171,11 @@ INSTANTIATE_TEST_SUITE_P(
                     R"({"spec": {"model": {"dummy": null, "path": "/data/x",
                         "volume": {"hostPath": {"path": "/srv"}, "mountPath": "/models"}}}})",
                     "must lie under"},
+        InvalidCase{"NoKind", R"({"kind": null})", "apiVersion and kind"},
+        InvalidCase{"ClaimNameNotAString",
+                    R"({"spec": {"model": {"dummy": null, "path": "/models/x",
+                        "volume": {"persistentVolumeClaim": {"claimName": 7}, "mountPath": "/models"}}}})",
+                    "claimName: want a string"},
         InvalidCase{"TensorParallelSix", R"({"spec": {"decode": {"tensorParallel": 6}}})",
                     "spec.decode.tensorParallel: 6"},
         InvalidCase{

@@ -114,6 +114,14 @@ void ReadCommon(FieldReader& r, const PlanOptions& options, CommonSpec* out) {
     std::string mount = r.String("/spec/model/volume/mountPath", "/models");
     bool pvc = r.Object("/spec/model/volume/persistentVolumeClaim") != nullptr;
     bool host = r.Object("/spec/model/volume/hostPath") != nullptr;
+    // Read for their types: the pod template copies them.
+    if (pvc && r.String("/spec/model/volume/persistentVolumeClaim/claimName", "").empty()) {
+      r.Fail("spec.model.volume.persistentVolumeClaim.claimName: missing");
+    }
+    r.Bool("/spec/model/volume/persistentVolumeClaim/readOnly", true);
+    if (host && r.String("/spec/model/volume/hostPath/path", "").empty()) {
+      r.Fail("spec.model.volume.hostPath.path: missing");
+    }
     if (pvc == host) r.Fail("spec.model.volume: set exactly one of persistentVolumeClaim and hostPath");
     if (mount.empty() || mount[0] != '/' || out->model_path.rfind(mount, 0) != 0) {
       r.Fail("spec.model.path: must lie under spec.model.volume.mountPath (" + mount + ")");
@@ -173,6 +181,8 @@ StatusOr<int64_t> ParseQuantityBytes(const json& q) {
 StatusOr<DeploymentSpec> ParseDeploymentSpec(const json& mdep, const PlanOptions& options) {
   FieldReader r(mdep);
   DeploymentSpec s;
+  if (r.String("/apiVersion", "").empty() || r.String("/kind", "").empty())
+    r.Fail("apiVersion and kind: missing");
   s.name = r.String("/metadata/name", "");
   s.ns = r.String("/metadata/namespace", "default");
   if (r.String("/metadata/uid", "").empty()) r.Fail("metadata.uid: missing (not read from the API server?)");
@@ -212,6 +222,8 @@ StatusOr<DeploymentSpec> ParseDeploymentSpec(const json& mdep, const PlanOptions
 StatusOr<ModelPoolSpec> ParseModelPoolSpec(const json& pool, const PlanOptions& options) {
   FieldReader r(pool);
   ModelPoolSpec s;
+  if (r.String("/apiVersion", "").empty() || r.String("/kind", "").empty())
+    r.Fail("apiVersion and kind: missing");
   s.name = r.String("/metadata/name", "");
   s.ns = r.String("/metadata/namespace", "default");
   if (r.String("/metadata/uid", "").empty()) r.Fail("metadata.uid: missing (not read from the API server?)");

@@ -1,6 +1,7 @@
 #include "controller/reconcile/manager.h"
 
 #include <chrono>
+#include <exception>
 
 #include "common/logging.h"
 #include "controller/kube/client.h"
@@ -165,7 +166,13 @@ void Manager::Worker(runtime::WorkQueue* queue, bool deployments) {
   const char* name = deployments ? "modeldeployment" : "modelpool";
   while (std::optional<std::string> key = queue->Get()) {
     int64_t start = clock_.NowNanos();
-    Status s = deployments ? deployment_reconciler_->Reconcile(*key) : pool_reconciler_->Reconcile(*key);
+    Status s;
+    try {
+      s = deployments ? deployment_reconciler_->Reconcile(*key) : pool_reconciler_->Reconcile(*key);
+    } catch (const std::exception& e) {
+      // The edge of nlohmann::json: a malformed object must not take the process down.
+      s = Status::Internal(std::string("unexpected object shape: ") + e.what());
+    }
     double seconds = static_cast<double>(clock_.NowNanos() - start) * 1e-9;
     std::string_view result = ResultOf(s);
     if (metrics_ != nullptr) metrics_->ObserveReconcile(name, result, seconds);
