@@ -6,7 +6,8 @@ indexing; `size`, `in`, `! && ||` (with CEL's error-absorbing short circuit), co
 arithmetic with CEL int semantics (int64 overflow is an error, division truncates, `%` takes the
 dividend's sign, no int/double mixing), `?:`; the `all`, `exists`, `exists_one`, `map`, `filter`
 macros; string `startsWith endsWith contains matches lowerAscii upperAscii trim`; `int()`,
-`double()`, `string()`, `type()`-free conversions. Not covered: bytes, timestamps, durations,
+`double()`, `string()` conversions, `type()`, `dyn()` and the type names (`type(self) == string`
+for int-or-string fields). Not covered: bytes, timestamps, durations,
 optional types, `quantity()` and other Kubernetes libraries; they are compile errors, so a CRD
 using them is rejected when registered instead of crashing at admission.
 
@@ -17,10 +18,11 @@ using them is rejected when registered instead of crashing at admission.
 import math
 import re
 
-from cel_parse import INT64_MAX, INT64_MIN, UINT64_MAX, CelEvalError, CelSyntaxError, Parser, UInt
+from cel_parse import (INT64_MAX, INT64_MIN, UINT64_MAX, CelEvalError, CelSyntaxError, CelType,
+                       Parser, UInt)
 
-__all__ = ["CelEvalError", "CelSyntaxError", "Program", "UInt", "cel_equal", "compile_rule",
-           "type_name"]
+__all__ = ["CelEvalError", "CelSyntaxError", "CelType", "Program", "UInt", "cel_equal",
+           "compile_rule", "type_name"]
 
 
 class Program:
@@ -52,6 +54,8 @@ def type_name(v):
         return "bool"
     if isinstance(v, UInt):
         return "uint"
+    if isinstance(v, CelType):
+        return "type"
     return {int: "int", float: "double", str: "string", list: "list", dict: "map"}.get(
         type(v), type(v).__name__)
 
@@ -330,6 +334,10 @@ class _Evaluator:
             return _size(values[0])
         if name == "matches":
             return _string_method("matches", values[0], values[1:])
+        if name == "type":
+            return CelType(type_name(values[0]))
+        if name == "dyn":
+            return values[0]
         return _convert(name, values[0])
 
     def _macro(self, name, target, var, body, transform):

@@ -10,7 +10,8 @@ UINT64_MAX = 2**64 - 1
 MACROS = {"all", "exists", "exists_one", "map", "filter"}
 METHODS = {"size", "startsWith", "endsWith", "contains", "matches", "lowerAscii", "upperAscii",
            "trim"}
-GLOBALS = {"size", "has", "int", "uint", "double", "string", "bool", "matches"}
+GLOBALS = {"size", "has", "int", "uint", "double", "string", "bool", "matches", "type", "dyn"}
+TYPE_NAMES = {"int", "uint", "double", "string", "bool", "list", "map", "null_type", "type"}
 VARIABLES = {"self", "oldSelf"}
 RESERVED = {"as", "break", "const", "continue", "else", "for", "function", "if", "import", "let",
             "loop", "package", "namespace", "return", "var", "void", "while"}
@@ -26,6 +27,22 @@ class CelEvalError(ValueError):
 
 class UInt(int):
     """A CEL uint (a distinct type: 1u + 1 is an error)."""
+
+
+class CelType:
+    """A type value: what type() returns and what `int`, `string`, ... name."""
+
+    def __init__(self, name):
+        self.name = name
+
+    def __eq__(self, other):
+        return isinstance(other, CelType) and other.name == self.name
+
+    def __hash__(self):
+        return hash(("CelType", self.name))
+
+    def __repr__(self):
+        return self.name
 
 
 # ---------------------------------------------------------------- tokenizer
@@ -230,7 +247,10 @@ class Parser:
                 if v not in GLOBALS:
                     raise CelSyntaxError(f"undeclared reference to {v!r} (in container '')")
                 return ("call", v, None, self.args(")"))
-            if v not in VARIABLES and not any(v == s for s in self.scopes):
+            in_scope = any(v == s for s in self.scopes)
+            if v in TYPE_NAMES and not in_scope:
+                return ("lit", CelType(v))
+            if v not in VARIABLES and not in_scope:
                 raise CelSyntaxError(f"undeclared reference to {v!r} at {pos}")
             if v == "oldSelf":
                 self.uses_old_self = True

@@ -123,6 +123,13 @@ class CelTest(unittest.TestCase):
         self.eval_error("int('x')")
         self.eval_error("self.matches('(')", "x")
 
+    def test_types(self):
+        self.assertTrue(self.ev("type(self) == string ? self.endsWith('Gi') : self > 0", "40Gi"))
+        self.assertTrue(self.ev("type(self) == string ? self.endsWith('Gi') : self > 0", 3))
+        self.assertTrue(self.ev("type(1u) == uint && type(int) == type && int != string"))
+        self.assertEqual(self.ev("dyn(2) * 2"), 4)
+        self.assertEqual(self.ev("self.map(int, int + 1)", [1]), [2])  # a variable shadows it
+
     def test_old_self(self):
         self.assertTrue(cel.compile_rule("self == oldSelf").uses_old_self)
         self.assertFalse(cel.compile_rule("self.x == 1").uses_old_self)

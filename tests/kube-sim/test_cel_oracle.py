@@ -86,6 +86,12 @@ CORPUS = [
     "string(12)", "string(-3)", "string(true)", "string(1.5)", "string(1.0)", "string(1e20)",
     "string(0.1)", "string(7u)", "string('s')", "bool('true')", "bool('false')", "bool('x')",
     "bool(true)", "string([1])",
+    # types (int-or-string rules ask which one they got)
+    "type(1) == int", "type(self.s) == string", "type(self.i) == string", "type(1u) == uint",
+    "type(1.5) == double", "type(null) == null_type", "type([]) == list", "type({}) == map",
+    "type(true) == bool", "type(int) == type", "type(type(1)) == type", "int == int",
+    "int != string", "dyn(1) + 1", "type(self.l) == list ? size(self.l) : 0",
+    "self.l.all(x, type(x) == int)",
     # transition-rule shapes
     "self == oldSelf", "self.i == oldSelf.i", "self.s == oldSelf.s",
     "has(self.i) == has(oldSelf.i)",
@@ -102,11 +108,13 @@ def oracle(expr):
     kind = value.type().name()
     if kind == "ERROR":
         return "error", value.plain_value()
+    if kind == "TYPE":  # a type value: its name, as cel.py's mine() gives it
+        return "value", (kind, value.plain_value().name().split("<")[0])
     return "value", (kind, value.plain_value())
 
 
 TYPE_NAMES = {"int": "INT", "uint": "UINT", "double": "DOUBLE", "string": "STRING",
-              "bool": "BOOL", "null_type": "NULL", "list": "LIST", "map": "MAP"}
+              "bool": "BOOL", "null_type": "NULL", "list": "LIST", "map": "MAP", "type": "TYPE"}
 
 
 def mine(expr):
@@ -118,6 +126,8 @@ def mine(expr):
         value = program.evaluate(DATA)
     except cel.CelEvalError as e:
         return "error", str(e)
+    if isinstance(value, cel.CelType):
+        return "value", ("TYPE", TYPE_NAMES[value.name])
     return "value", (TYPE_NAMES[cel.type_name(value)], value)
 
 
@@ -158,7 +168,8 @@ def agree(expr):
 LEAVES = ["0", "1", "2", "-3", "7", "9223372036854775807", "-9223372036854775807", "3u", "0u",
           "1.5", "0.0", "-2.5", "'a'", "'bc'", "''", "true", "false", "null", "self.i",
           "self.n", "self.z", "self.big", "self.d", "self.s", "self.e", "self.t", "self.l",
-          "self.ls", "self.m", "self.missing", "self.nul", "self.o.p.q", "[1, 2]", "{'k': 1}"]
+          "self.ls", "self.m", "self.missing", "self.nul", "self.o.p.q", "[1, 2]", "{'k': 1}",
+          "int", "string", "null_type"]
 BINARY = ["+", "-", "*", "/", "%", "==", "!=", "<", "<=", ">", ">=", "&&", "||", "in"]
 
 
@@ -176,7 +187,7 @@ def random_expr(rng, depth=0):
     if r < 0.62:
         return f"size({sub()})"
     if r < 0.68:
-        return f"{rng.choice(['int', 'uint', 'double', 'string'])}({sub()})"
+        return f"{rng.choice(['int', 'uint', 'double', 'string', 'type', 'dyn'])}({sub()})"
     if r < 0.74:
         field = rng.choice(["i", "s", "l", "missing", "o", "nul"])
         return f"has(self.{field})"
