@@ -1,5 +1,6 @@
 #include "controller/kube/config.h"
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
@@ -216,6 +217,33 @@ contexts: [{name: x, context: {cluster: c}}]
   StatusOr<KubeConfig> c = LoadDefault(path);
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_EQ(c.value().server, "http://flag:1");
+}
+
+// ctest runs each test in its own process, so changing the environment here stays here.
+TEST_F(ConfigTest, LoadDefaultFollowsKubeconfigThenHomeThenInCluster) {
+  const std::string first = Write("first", R"(current-context: x
+clusters: [{name: c, cluster: {server: "http://first:1"}}]
+contexts: [{name: x, context: {cluster: c}}]
+)");
+  ::setenv("KUBECONFIG", (first + ":" + (dir_ / "second").string()).c_str(), 1);
+  StatusOr<KubeConfig> c = LoadDefault();
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c.value().server, "http://first:1");
+
+  ::unsetenv("KUBECONFIG");
+  std::filesystem::create_directories(dir_ / "home" / ".kube");
+  Write("home/.kube/config", R"(current-context: x
+clusters: [{name: c, cluster: {server: "http://home:1"}}]
+contexts: [{name: x, context: {cluster: c}}]
+)");
+  ::setenv("HOME", (dir_ / "home").c_str(), 1);
+  c = LoadDefault();
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c.value().server, "http://home:1");
+
+  ::setenv("HOME", (dir_ / "nowhere").c_str(), 1);
+  ::unsetenv("KUBERNETES_SERVICE_HOST");
+  EXPECT_EQ(LoadDefault().status().code(), StatusCode::kFailedPrecondition);
 }
 
 }  // namespace
