@@ -205,6 +205,62 @@ def _default_errors(s, path, errors):
             _default_errors(s[key], f"{path}.{key}", errors)
 
 
+COLUMN_TYPES = ("integer", "number", "string", "boolean", "date")
+NAME = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+
+
+def _names_errors(spec, errors):
+    names = spec.get("names")
+    if not isinstance(names, dict):
+        return
+    for field in ("plural", "kind"):
+        if not isinstance(names.get(field), str) or not names.get(field):
+            errors.append(f"spec.names.{field}: Required value")
+    for field in ("plural", "singular"):
+        value = names.get(field)
+        if isinstance(value, str) and value and not NAME.match(value):
+            errors.append(f"spec.names.{field}: Invalid value: {value!r}: a lowercase RFC 1123 "
+                          "label must consist of lower case alphanumeric characters or '-'")
+    for field in ("shortNames", "categories"):
+        if field in names and not _is_str_list(names[field]):
+            errors.append(f"spec.names.{field}: Invalid value: must be a list of strings")
+    if spec.get("scope") not in (None, "Namespaced", "Cluster"):
+        errors.append(f"spec.scope: Unsupported value: {spec.get('scope')!r}: supported values: "
+                      '"Cluster", "Namespaced"')
+
+
+def _version_extras_errors(version, path, errors):
+    columns = version.get("additionalPrinterColumns", [])
+    if not isinstance(columns, list) or not all(isinstance(c, dict) for c in columns):
+        errors.append(f"{path}.additionalPrinterColumns: Invalid value: must be a list of objects")
+        columns = []
+    for i, column in enumerate(columns):
+        where = f"{path}.additionalPrinterColumns[{i}]"
+        if not isinstance(column.get("name"), str) or not column.get("name"):
+            errors.append(f"{where}.name: Required value")
+        if column.get("type") not in COLUMN_TYPES:
+            errors.append(f"{where}.type: Unsupported value: {column.get('type')!r}: supported "
+                          "values: " + ", ".join(f'"{t}"' for t in COLUMN_TYPES))
+        if not isinstance(column.get("jsonPath"), str) or not column["jsonPath"].startswith("."):
+            errors.append(f"{where}.jsonPath: Invalid value: must be a JSON path starting with .")
+    subresources = version.get("subresources") or {}
+    scale = subresources.get("scale") if isinstance(subresources, dict) else None
+    if scale is None:
+        return
+    if not isinstance(scale, dict):
+        errors.append(f"{path}.subresources.scale: Invalid value: must be an object")
+        return
+    for field, prefixes, required in (("specReplicasPath", (".spec.",), True),
+                                      ("statusReplicasPath", (".status.",), True),
+                                      ("labelSelectorPath", (".spec.", ".status."), False)):
+        value = scale.get(field)
+        if value is None and not required:
+            continue
+        if not isinstance(value, str) or not value.startswith(prefixes):
+            errors.append(f"{path}.subresources.scale.{field}: Invalid value: {value!r}: should "
+                          f"be a json path under {' or '.join(prefixes)}")
+
+
 def validate_crd(crd):
     """Registration-time errors of a CustomResourceDefinition (apiextensions.k8s.io/v1)."""
     errors = []
@@ -214,12 +270,14 @@ def validate_crd(crd):
     for field in ("group", "names", "scope", "versions"):
         if field not in spec:
             errors.append(f"spec.{field}: Required value")
+    _names_errors(spec, errors)
     versions = spec.get("versions") or []
     if not isinstance(versions, list) or not all(isinstance(v, dict) for v in versions):
         return errors + ["spec.versions: Invalid value: must be a list of objects"]
     if sum(1 for v in versions if v.get("storage")) != 1:
         errors.append("spec.versions: Invalid value: must have exactly one storage version")
     for i, version in enumerate(versions):
+        _version_extras_errors(version, f"spec.versions[{i}]", errors)
         path = f"spec.versions[{i}].schema.openAPIV3Schema"
         wrapper = version.get("schema")
         schema = wrapper.get("openAPIV3Schema") if isinstance(wrapper, dict) else None
@@ -229,6 +287,20 @@ def validate_crd(crd):
         before = len(errors)
         errors.extend(structural_errors(schema, path))
         if len(errors) == before:
+            _metadata_errors(schema, path, errors)
             _rule_errors(schema, path, True, errors)
             _default_errors(schema, path, errors)
     return errors
+
+
+def _metadata_errors(schema, path, errors):
+    """At the root, metadata may only narrow name and generateName (as strings)."""
+    meta = schema.get("properties", {}).get("metadata")
+    if meta is None:
+        return
+    if meta.get("type") != "object":
+        errors.append(f"{path}.properties[metadata].type: Invalid value: must be object")
+    for key, prop in meta.get("properties", {}).items():
+        if key not in ("name", "generateName") or prop.get("type") != "string":
+            errors.append(f"{path}.properties[metadata].properties[{key}]: Forbidden: only name "
+                          "and generateName may be specified, as strings")

@@ -546,6 +546,25 @@ class StructuralTest(unittest.TestCase):
         self.assert_rejected({"type": "object"}, "compilation failed",
                              rules=[{"rule": "self.spec.size() > "}])
 
+    def test_rejects_bad_names_columns_scale_and_metadata(self):
+        crd = crd_with({"type": "object"})
+        crd["spec"]["names"]["plural"] = "Things"
+        crd["spec"]["scope"] = "Global"
+        version = crd["spec"]["versions"][0]
+        version["additionalPrinterColumns"] = [{"name": "X", "type": "float", "jsonPath": "spec"}]
+        version["subresources"] = {"scale": {"specReplicasPath": ".status.replicas",
+                                             "statusReplicasPath": ".status.replicas"}}
+        version["schema"]["openAPIV3Schema"]["properties"]["metadata"] = {
+            "type": "object", "properties": {"labels": {"type": "object"}}}
+        errors = crd_schema.validate_crd(crd)
+        for fragment in ("spec.names.plural: Invalid value", "spec.scope: Unsupported value",
+                         "additionalPrinterColumns[0].type: Unsupported value",
+                         "additionalPrinterColumns[0].jsonPath: Invalid value",
+                         "scale.specReplicasPath: Invalid value",
+                         "properties[metadata].properties[labels]: Forbidden"):
+            self.assertTrue(any(fragment in e for e in errors), (fragment, errors))
+        self.assertEqual(len(errors), 6, errors)
+
     def test_admission_of_an_uncompilable_rule_is_an_error_not_a_crash(self):
         schema = {"type": "object", "x-kubernetes-validations": [{"rule": "foo(self)"}]}
         e = crd_schema.admit(schema, {})
