@@ -34,7 +34,8 @@ struct ReadinessCheck {
 
 struct ServerOptions {
   // "host:port", ":port" (all IPv4 interfaces, controller-runtime's form), "[v6addr]:port",
-  // "localhost:port". Port 0 picks a free port (see Server::port()).
+  // "localhost:port". Port 0 picks a free port (see Server::port()). controller-runtime's "0"
+  // (serve nothing) is the caller's to handle: it is not an address here.
   std::string bind_address = ":8080";
   // Serves /metrics when set. Not owned; must outlive the server.
   const ControllerMetrics* metrics = nullptr;
