@@ -6,6 +6,9 @@
 //   tiny-glm   glm_moe_dsa with a DSA indexer, ~1M parameters
 //   bench      deepseek_v3 with Kimi's 384 experts / top-8 and Kimi's ratio of routed-expert to
 //              non-expert parameters (~87), ~0.23B parameters (460 MB bf16): benchmarks
+//   bench-wide bench at hidden 1024 (experts 1024 x 256), same ratio (~86), ~0.92B parameters
+//              (1.8 GB bf16, 0.53 GB int4): batch-1 bandwidth benchmarks with matrices long enough
+//              to stream
 
 #include <string>
 #include <string_view>

@@ -77,6 +77,22 @@ TEST(PresetsTest, BenchHasKimisExpertRatio) {
   EXPECT_LE(bf16, 900'000'000);
 }
 
+TEST(PresetsTest, BenchWideIsBenchWiderWithKimisExpertRatio) {
+  const ParameterCounts kimi = CountParameters(MustPreset("kimi-k2.6"));
+  const ModelConfig wide = MustPreset("bench-wide");
+  const ParameterCounts p = CountParameters(wide);
+  std::printf("bench-wide: routed-expert : non-expert %.2f, %.3gB parameters\n", p.ExpertRatio(),
+              p.total / 1e9);
+  EXPECT_NEAR(p.ExpertRatio(), kimi.ExpertRatio(), kimi.ExpertRatio() * 0.01);
+  EXPECT_EQ(wide.n_routed_experts, 384);
+  EXPECT_EQ(wide.num_experts_per_tok, 8);
+  EXPECT_GE(wide.hidden_size, 1024);
+  EXPECT_EQ(wide.num_hidden_layers, MustPreset("bench").num_hidden_layers);
+  // Larger than a 300 MiB L3 even in int4; small enough for a 24 GiB machine in bf16.
+  EXPECT_GE(CheckpointBytes(wide, WeightScheme::kInt4), 400'000'000);
+  EXPECT_LE(CheckpointBytes(wide, WeightScheme::kBf16), 2'500'000'000);
+}
+
 TEST(PresetsTest, TinyPresetsAreAFewMegabytes) {
   for (const char* name : {"tiny", "tiny-glm"}) {
     const ModelConfig c = MustPreset(name);
