@@ -2,6 +2,9 @@
 //   decode/<weights>/kv:<kv>/batch:B/threads:T  one decode step of B sequences, each with 512
 //       tokens already in the cache (filled directly in the pages; the context is reset to 512
 //       before every step so every step reads the same 513 rows);
+//       Each step feeds another token id, so the routed experts change from step to step.
+//   decode/.../batch:1/threads:T/cold            the same with every cache evicted before each
+//       step (untimed): the weights come from DRAM, like the read-bandwidth probe's.
 //   prefill/<weights>/kv:<kv>/threads:T         one 512-token prompt from an empty cache.
 // Counters: tok/s; at batch 1 also bytes/token (weights actually streamed for one token: the
 // attention Linears, the dense MLP or the shared expert, the router and num_experts_per_tok
@@ -155,7 +158,17 @@ Setup MakeSetup(const ModelWeights& m, KvCacheDtype dtype, int64_t batch, int64_
   return s;
 }
 
-void BM_Decode(benchmark::State& state, WeightFormat f, KvCacheDtype dtype, int64_t batch, int threads) {
+// Reads a buffer twice this machine's L3 (300 MiB), one load per cache line: afterwards none of
+// the model is cached, as for a real model whose active weights are gigabytes.
+void EvictCaches() {
+  static std::vector<uint8_t> buffer(size_t{600} << 20, 1);
+  uint64_t sum = 0;
+  for (size_t i = 0; i < buffer.size(); i += 64) sum += buffer[i];
+  benchmark::DoNotOptimize(sum);
+}
+
+void BM_Decode(benchmark::State& state, WeightFormat f, KvCacheDtype dtype, int64_t batch, int threads,
+               bool cold) {
   const ModelWeights& m = Model(f);
   Setup s = MakeSetup(m, dtype, batch, kContext + 1, threads);
   FillContext(s.kv.get(), m.config, &s.seqs, kContext);
@@ -168,7 +181,18 @@ void BM_Decode(benchmark::State& state, WeightFormat f, KvCacheDtype dtype, int6
   ForwardOptions options;
   options.all_logits = false;
   std::vector<float> logits;
+  int64_t step = 0;
   for (auto _ : state) {
+    // A new token every step, so the router picks other experts (same bytes/token: every expert
+    // has the same shape) instead of re-reading 8 cached ones.
+    for (int64_t b = 0; b < batch; ++b)
+      ids[b] = static_cast<int32_t>((b * 7919 + step * 104729 + 1) % m.config.vocab_size);
+    ++step;
+    if (cold) {
+      state.PauseTiming();
+      EvictCaches();
+      state.ResumeTiming();
+    }
     for (KvSequence& seq : s.seqs) seq.num_tokens = kContext;
     const Status st = s.runner->Forward(inputs, options, &logits);
     if (!st.ok()) state.SkipWithError(st.ToString().c_str());
@@ -210,9 +234,14 @@ void RegisterAll() {
         for (int64_t batch : {1, 8, 32}) {
           const std::string name =
               "decode/" + tail + "/batch:" + std::to_string(batch) + "/threads:" + std::to_string(threads);
-          benchmark::RegisterBenchmark(name.c_str(), BM_Decode, f, kv, batch, threads)
+          benchmark::RegisterBenchmark(name.c_str(), BM_Decode, f, kv, batch, threads, false)
               ->UseRealTime()
               ->Unit(benchmark::kMillisecond);
+          if (batch == 1) {
+            benchmark::RegisterBenchmark((name + "/cold").c_str(), BM_Decode, f, kv, batch, threads, true)
+                ->UseRealTime()
+                ->Unit(benchmark::kMillisecond);
+          }
         }
         const std::string name = "prefill/" + tail + "/threads:" + std::to_string(threads);
         benchmark::RegisterBenchmark(name.c_str(), BM_Prefill, f, kv, threads)
