@@ -13,6 +13,7 @@
 #include "engine/model/dummy_model.h"
 #include "engine/model/moe.h"
 #include "engine/model/presets.h"
+#include "engine/model/vec_ops.h"
 
 namespace tandem::engine::model {
 namespace {
@@ -81,6 +82,40 @@ ModelConfig RoutingConfig() {
 }
 
 float Logit(double sigmoid) { return static_cast<float>(std::log(sigmoid / (1 - sigmoid))); }
+
+TEST(VecOpsTest, DoubleOperandDotIsTheFloatDotUpToAdditionOrder) {
+  uint64_t state = 0x9e3779b97f4a7c15ull;
+  auto next = [&] {
+    state ^= state << 13;
+    state ^= state >> 7;
+    state ^= state << 17;
+    return static_cast<float>(static_cast<int64_t>(state % 20001) - 10000) / 1024.0f;
+  };
+  for (int64_t n : {0, 1, 3, 4, 7, 15, 16, 17, 31, 64, 67, 320, 1024}) {
+    std::vector<float> a(n), b(n);
+    std::vector<double> ad(n);
+    for (int64_t i = 0; i < n; ++i) a[i] = next(), b[i] = next();
+    F32ToF64(a.data(), ad.data(), n);
+    double magnitude = 0, sequential = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      EXPECT_EQ(ad[i], static_cast<double>(a[i]));
+      magnitude += std::fabs(static_cast<double>(a[i]) * b[i]);
+      sequential += static_cast<double>(a[i]) * b[i];
+    }
+    // Products of these values (multiples of 2^-20, |x| < 10) are exact in double and their sums
+    // up to 1024 terms too: every order of addition gives the same double.
+    EXPECT_EQ(DotF64(ad.data(), b.data(), n), sequential) << n;
+    EXPECT_EQ(DotF64(a.data(), b.data(), n), sequential) << n;
+    // Rounded inputs: the two overloads differ only by the order of the additions.
+    magnitude = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      a[i] = std::sin(static_cast<float>(i) * 0.37f) * 1.3f;
+      magnitude += std::fabs(static_cast<double>(a[i]) * b[i]);
+    }
+    F32ToF64(a.data(), ad.data(), n);
+    EXPECT_NEAR(DotF64(ad.data(), b.data(), n), DotF64(a.data(), b.data(), n), 1e-14 * (magnitude + 1)) << n;
+  }
+}
 
 TEST(RoutingTest, GroupsRankedByTheirTwoBestScoresLimitTheChoice) {
   const ModelConfig c = RoutingConfig();

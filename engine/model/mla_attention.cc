@@ -12,6 +12,8 @@ namespace tandem::engine::model {
 namespace {
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+// Decoded contexts kept between calls per thread (see Forward): 16 MiB of fp32.
+constexpr size_t kKeptContextFloats = size_t{4} << 20;
 
 // Whether query i of `seg` may read key j: causal, and chosen by the indexer when it masked.
 bool Allowed(const AttnSegment& seg, const KeyMask& mask, int64_t i, int64_t j) {
@@ -62,20 +64,16 @@ Status MlaAttention::WriteLatent(const float* latent, std::span<const AttnSegmen
   return Status::Ok();
 }
 
-Status MlaAttention::ReadContext(const AttnSegment& seg, const kv::PagePool& kv,
-                                 std::vector<float>* lat) const {
+Status MlaAttention::ReadContextPage(const AttnSegment& seg, const kv::PagePool& kv, int64_t first,
+                                     float* lat) const {
   const int64_t width = config_->KvLatentWidth();
   const int64_t page_tokens = static_cast<int64_t>(kv.page_tokens());
-  const int64_t ctx = seg.context();
   thread_local std::vector<uint16_t> bf16;  // one page of rows, reused: no zero-fill per read
   bf16.resize(page_tokens * width);
-  lat->resize(ctx * width);
-  for (int64_t t = 0; t < ctx; t += page_tokens) {
-    const int64_t run = std::min(page_tokens, ctx - t);
-    RETURN_IF_ERROR(kv.ReadRows(seg.seq->pages[t / page_tokens], layer_, 0,
-                                std::span<uint16_t>(bf16.data(), run * width)));
-    Bf16ToF32(bf16.data(), lat->data() + t * width, run * width);
-  }
+  const int64_t run = std::min(page_tokens, seg.context() - first);
+  RETURN_IF_ERROR(kv.ReadRows(seg.seq->pages[first / page_tokens], layer_, 0,
+                              std::span<uint16_t>(bf16.data(), run * width)));
+  Bf16ToF32(bf16.data(), lat + first * width, run * width);
   return Status::Ok();
 }
 
@@ -115,13 +113,39 @@ Status MlaAttention::Forward(const float* h, int64_t tokens, std::span<const Att
   }
 
   std::vector<float> attn(tokens * heads * c.v_head_dim);  // [T, H, v]
-  std::vector<std::vector<float>> lats(segs.size());
+  // Decoded contexts, kept between calls on this thread: a context is hundreds of KB, and a
+  // fresh vector per layer and step was zero-filled (and page-faulted) before being overwritten.
+  // At most kKeptContextFloats stay held after the call (the rest is freed), so a long prefill
+  // or a large batch does not pin its contexts' memory.
+  // (A reference: the lambdas below run on the pool's threads, which have their own `held`.)
+  thread_local std::vector<std::vector<float>> held;
+  std::vector<std::vector<float>>& lats = held;
+  if (lats.size() < segs.size()) lats.resize(segs.size());
+  struct TrimOnExit {
+    std::vector<std::vector<float>>& lats;
+    ~TrimOnExit() {
+      size_t kept = 0;
+      for (std::vector<float>& v : lats) {
+        kept += v.capacity();
+        if (kept > kKeptContextFloats) std::vector<float>().swap(v);
+      }
+    }
+  } trim_on_exit{lats};
   std::vector<size_t> absorbed;
-  // Contexts decoded (pages -> fp32) in parallel: at a decode batch of 32 this is most of the
-  // serial work of the layer.
-  std::vector<Status> read_status(segs.size(), Status::Ok());
-  pool->ParallelFor(static_cast<int64_t>(segs.size()), 1, [&](int64_t begin, int64_t end, int) {
-    for (int64_t s = begin; s < end; ++s) read_status[s] = ReadContext(segs[s], *kv, &lats[s]);
+  // Contexts decoded (pages -> fp32) in parallel, page by page: at batch 1 one context is the
+  // only serial work of the step left, at batch 32 the contexts are most of the layer's.
+  const int64_t page_tokens = static_cast<int64_t>(kv->page_tokens());
+  std::vector<std::pair<size_t, int64_t>> pages;  // (segment, first row of the page)
+  for (size_t s = 0; s < segs.size(); ++s) {
+    lats[s].resize(segs[s].context() * width);
+    for (int64_t t = 0; t < segs[s].context(); t += page_tokens) pages.emplace_back(s, t);
+  }
+  std::vector<Status> read_status(pages.size(), Status::Ok());
+  pool->ParallelFor(static_cast<int64_t>(pages.size()), 1, [&](int64_t begin, int64_t end, int) {
+    for (int64_t i = begin; i < end; ++i) {
+      const auto [s, first] = pages[i];
+      read_status[i] = ReadContextPage(segs[s], *kv, first, lats[s].data());
+    }
   });
   for (const Status& st : read_status) RETURN_IF_ERROR(st);
   for (size_t s = 0; s < segs.size(); ++s) {
@@ -202,18 +226,30 @@ void MlaAttention::AbsorbedHead(const AttnSegment& seg, const float* q, const st
   p.resize(ctx);
   q_lat.resize(lora);
   o_lat.resize(lora);
+  // The vector each group of dot products shares, widened to double once (DotF64's double
+  // overload): the query's nope part against W_UK, q_lat and the query's rope part against every
+  // context row, o_lat against W_UV. The values are those of the fp32 vectors, exactly.
+  thread_local std::vector<double> q_nope_d, q_lat_d, q_rope_d, o_lat_d;
+  q_nope_d.resize(nope);
+  q_lat_d.resize(lora);
+  q_rope_d.resize(rope);
+  o_lat_d.resize(lora);
   const int64_t uk = h * (nope + vdim), uv = uk + nope;  // W_UK / W_UV columns of kv_b_projᵀ
   for (int64_t i = 0; i < seg.num_new; ++i) {
     const float* qh = q + (i * heads + h) * qk;
+    F32ToF64(qh, q_nope_d.data(), nope);
+    F32ToF64(qh + nope, q_rope_d.data(), rope);
     for (int64_t cc = 0; cc < lora; ++cc)
-      q_lat[cc] = static_cast<float>(Dot(qh, kv_b_t_.data() + cc * n_cols + uk, nope));
+      q_lat[cc] = static_cast<float>(DotF64(q_nope_d.data(), kv_b_t_.data() + cc * n_cols + uk, nope));
+    F32ToF64(q_lat.data(), q_lat_d.data(), lora);
     for (int64_t j = 0; j < ctx; ++j) {
       if (!Allowed(seg, mask, i, j)) {
         p[j] = kNegInf;
         continue;
       }
       const float* lj = lat.data() + j * width;
-      p[j] = static_cast<float>((Dot(q_lat.data(), lj, lora) + Dot(qh + nope, lj + lora, rope)) * scale);
+      p[j] = static_cast<float>(
+          (DotF64(q_lat_d.data(), lj, lora) + DotF64(q_rope_d.data(), lj + lora, rope)) * scale);
     }
     SoftmaxInPlace(p.data(), ctx);
     std::fill(o_lat.begin(), o_lat.end(), 0.0f);
@@ -221,9 +257,10 @@ void MlaAttention::AbsorbedHead(const AttnSegment& seg, const float* q, const st
       if (p[j] == 0.0f) continue;
       AddScaledF32(p[j], lat.data() + j * width, o_lat.data(), lora);
     }
+    F32ToF64(o_lat.data(), o_lat_d.data(), lora);
     float* o = out + (i * heads + h) * vdim;
     for (int64_t d = 0; d < vdim; ++d)
-      o[d] = static_cast<float>(Dot(o_lat.data(), kv_b_.data() + (uv + d) * lora, lora));
+      o[d] = static_cast<float>(DotF64(o_lat_d.data(), kv_b_.data() + (uv + d) * lora, lora));
   }
 }
 

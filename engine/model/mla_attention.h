@@ -45,7 +45,9 @@ class MlaAttention {
       : config_(&config), weights_(&weights), layer_(layer), rope_(rope) {}
 
   Status WriteLatent(const float* latent, std::span<const AttnSegment> segs, kv::PagePool* kv) const;
-  Status ReadContext(const AttnSegment& seg, const kv::PagePool& kv, std::vector<float>* lat) const;
+  // The context rows [first, first + page_tokens) ∩ [0, ctx) of the segment (one page), decoded
+  // to fp32 at lat + first * width.
+  Status ReadContextPage(const AttnSegment& seg, const kv::PagePool& kv, int64_t first, float* lat) const;
   // q: [n, H, nope + rope] of the segment; lat: [ctx, kv_lora + rope]; out: [n, H, v].
   Status Expanded(const AttnSegment& seg, const float* q, const std::vector<float>& lat, const KeyMask& mask,
                   ThreadPool* pool, const kernels::cpu::MatmulOptions& options, float* out) const;

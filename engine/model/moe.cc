@@ -81,8 +81,11 @@ namespace {
 void RouterLogits(const MoeWeights& w, const float* x, int64_t hidden, int64_t n_exp, float* logits,
                   ThreadPool* pool) {
   pool->ParallelFor(n_exp, 16, [&](int64_t begin, int64_t end, int) {
+    thread_local std::vector<double> xd;  // x widened once, dotted with every expert's row
+    xd.resize(hidden);
+    F32ToF64(x, xd.data(), hidden);
     for (int64_t e = begin; e < end; ++e) {
-      logits[e] = static_cast<float>(DotF64(x, w.router.data() + e * hidden, hidden));
+      logits[e] = static_cast<float>(DotF64(xd.data(), w.router.data() + e * hidden, hidden));
     }
   });
 }
@@ -90,7 +93,7 @@ void RouterLogits(const MoeWeights& w, const float* x, int64_t hidden, int64_t n
 // One expert's share of a step: its tokens gathered, its output before gating.
 struct ExpertTask {
   const MlpWeights* weights = nullptr;
-  std::vector<std::pair<int64_t, float>> routed;  // (token, gate); empty for the shared expert
+  std::vector<std::pair<int64_t, float>> routed;  // (token, gate)
   std::vector<float> xs, ys;                      // [m, hidden]
 };
 
@@ -110,12 +113,19 @@ Status MoeForward(const ModelConfig& config, const MoeWeights& w, const float* x
     const Routing r = RouteToken(config, logits.data(), bias);
     for (size_t k = 0; k < r.experts.size(); ++k) by_expert[r.experts[k]].push_back({t, r.gates[k]});
   }
-  // Every expert with tokens (the shared expert first) runs whole on one thread, all of them in
-  // one ParallelFor: at decode each expert is a few small GEMVs, too small to split across
-  // threads and wake the pool for each. Each expert's result is the same on any thread.
-  std::vector<ExpertTask> tasks;
+  // The shared expert first, its rows split over the pool, straight into y: it is the largest
+  // expert (bf16 where routed experts are int4) and at decode it would otherwise leave one thread
+  // an expert more than the other (9 experts on 2 threads).
   const bool shared = w.shared_experts.gate_proj.rows() > 0;
-  if (shared) tasks.push_back({&w.shared_experts, {}, {}, {}});
+  if (shared) {
+    RETURN_IF_ERROR(MlpForward(w.shared_experts, x, tokens, y, pool, options));
+  } else {
+    std::fill(y, y + tokens * hidden, 0.0f);
+  }
+  // Every routed expert with tokens runs whole on one thread, all of them in one ParallelFor: at
+  // decode each is a few small GEMVs, too small to split across threads and wake the pool for.
+  // Each expert's result is the same on any thread (Matmul rows do not depend on the split).
+  std::vector<ExpertTask> tasks;
   for (int64_t e = 0; e < n_exp; ++e) {
     if (!by_expert[e].empty()) tasks.push_back({&w.experts[e], std::move(by_expert[e]), {}, {}});
   }
@@ -125,17 +135,12 @@ Status MoeForward(const ModelConfig& config, const MoeWeights& w, const float* x
     thread_local ThreadPool inline_pool(1);  // no threads: Matmul runs on the caller
     for (int64_t i = begin; i < end; ++i) {
       ExpertTask& task = tasks[i];
-      const bool is_shared = task.routed.empty();
-      const int64_t m = is_shared ? tokens : static_cast<int64_t>(task.routed.size());
+      const int64_t m = static_cast<int64_t>(task.routed.size());
       task.ys.resize(m * hidden);
-      const float* in = x;
-      if (!is_shared) {
-        task.xs.resize(m * hidden);
-        for (int64_t j = 0; j < m; ++j)
-          std::copy_n(x + task.routed[j].first * hidden, hidden, task.xs.data() + j * hidden);
-        in = task.xs.data();
-      }
-      const Status s = MlpForward(*task.weights, in, m, task.ys.data(), &inline_pool, options);
+      task.xs.resize(m * hidden);
+      for (int64_t j = 0; j < m; ++j)
+        std::copy_n(x + task.routed[j].first * hidden, hidden, task.xs.data() + j * hidden);
+      const Status s = MlpForward(*task.weights, task.xs.data(), m, task.ys.data(), &inline_pool, options);
       if (!s.ok()) {
         std::lock_guard<std::mutex> lock(status_mu);
         status = s;
@@ -144,13 +149,7 @@ Status MoeForward(const ModelConfig& config, const MoeWeights& w, const float* x
   });
   RETURN_IF_ERROR(status);
   // Summed in the order of the serial version: shared expert, then routed experts by index.
-  if (shared) {
-    std::copy_n(tasks[0].ys.data(), tokens * hidden, y);
-  } else {
-    std::fill(y, y + tokens * hidden, 0.0f);
-  }
-  for (size_t i = shared ? 1 : 0; i < tasks.size(); ++i) {
-    const ExpertTask& task = tasks[i];
+  for (const ExpertTask& task : tasks) {
     for (size_t j = 0; j < task.routed.size(); ++j) {
       float* out = y + task.routed[j].first * hidden;
       const float gate = task.routed[j].second;

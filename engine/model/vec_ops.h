@@ -11,6 +11,14 @@ namespace tandem::engine::model {
 // double sum only by the order of the additions (independent accumulators, SIMD lanes).
 double DotF64(const float* a, const float* b, int64_t n);
 
+// The same sum with `a` already widened to double (a vector dotted with many others: a query
+// against every context row, the router input against every expert): half the conversions and
+// four independent accumulators. Differs from DotF64 only by the order of the additions.
+double DotF64(const double* a, const float* b, int64_t n);
+
+// out[i] = double(in[i]) for i < n (exact).
+void F32ToF64(const float* in, double* out, int64_t n);
+
 // out[i] = the fp32 value of bf16 bits in[i] (exact).
 void Bf16ToF32(const uint16_t* in, float* out, int64_t n);
 
