@@ -13,11 +13,15 @@ namespace tandem::engine::model {
 namespace {
 
 // Indices of the `k` largest values, largest first, ties to the lower index.
+// (A partial sort under the total order (value descending, index ascending): the first k of a
+// stable sort by value, without sorting all n — at decode n = 384 experts for k = 8.)
 std::vector<int32_t> TopK(const std::vector<double>& v, int64_t k) {
   std::vector<int32_t> idx(v.size());
   std::iota(idx.begin(), idx.end(), 0);
-  std::stable_sort(idx.begin(), idx.end(), [&](int32_t a, int32_t b) { return v[a] > v[b]; });
-  idx.resize(static_cast<size_t>(std::min<int64_t>(k, static_cast<int64_t>(idx.size()))));
+  const auto kth = idx.begin() + std::min<int64_t>(k, static_cast<int64_t>(idx.size()));
+  std::partial_sort(idx.begin(), kth, idx.end(),
+                    [&](int32_t a, int32_t b) { return v[a] > v[b] || (!(v[b] > v[a]) && a < b); });
+  idx.erase(kth, idx.end());
   return idx;
 }
 
