@@ -4,6 +4,12 @@
 
 namespace tandem::controller::reconcile {
 
+std::string StringField(const json& object, const char* field) {
+  if (!object.is_object()) return "";
+  auto it = object.find(field);
+  return it != object.end() && it->is_string() ? it->get<std::string>() : "";
+}
+
 json StoredConditions(const json& object) {
   if (!object.is_object()) return nullptr;
   auto status = object.find("status");

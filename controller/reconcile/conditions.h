@@ -40,6 +40,9 @@ struct Condition {
 json MergeConditions(const json& existing, const std::vector<Condition>& desired, int64_t generation,
                      std::string_view now);
 
+// object[field] when `object` is an object and that field a string, else "" (never throws).
+std::string StringField(const json& object, const char* field);
+
 // The object's status.conditions list, or null when it has none.
 json StoredConditions(const json& object);
 

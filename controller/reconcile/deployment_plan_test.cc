@@ -7,6 +7,7 @@
 
 #include "controller/reconcile/apply.h"
 #include "controller/reconcile/engine_config.h"
+#include "controller/reconcile/pool_plan.h"
 
 namespace tandem::controller::reconcile {
 namespace {
@@ -204,6 +205,71 @@ TEST(ParseQuantityBytes, Suffixes) {
   EXPECT_FALSE(ParseQuantityBytes(json("-1")).ok());
   EXPECT_FALSE(ParseQuantityBytes(json("9Ei")).ok());
   EXPECT_FALSE(ParseQuantityBytes(json(true)).ok());
+}
+
+}  // namespace
+}  // namespace tandem::controller::reconcile
+
+namespace tandem::controller::reconcile {
+namespace {
+
+// Every JSON pointer of `node` (objects and arrays), depth-first.
+void Pointers(const json& node, const std::string& prefix, std::vector<std::string>* out) {
+  if (node.is_object()) {
+    for (auto it = node.begin(); it != node.end(); ++it) {
+      out->push_back(prefix + "/" + it.key());
+      Pointers(it.value(), prefix + "/" + it.key(), out);
+    }
+  } else if (node.is_array()) {
+    for (size_t i = 0; i < node.size(); ++i) {
+      out->push_back(prefix + "/" + std::to_string(i));
+      Pointers(node[i], prefix + "/" + std::to_string(i), out);
+    }
+  }
+}
+
+// Bad input from the cluster is an error value, never an exception: every field of a full
+// ModelDeployment (and of the ModelPools planned from it) replaced by each JSON type in turn.
+TEST(PlanDeployment, DamagedObjectsNeverThrow) {
+  json mdep = TinyCpu();
+  mdep["spec"]["model"] = {
+      {"name", "m"},
+      {"path", "/models/m"},
+      {"volume", {{"persistentVolumeClaim", {{"claimName", "w"}}}, {"mountPath", "/models"}}}};
+  mdep["spec"]["router"]["auth"] = {{"apiKeySecret", {{"name", "k"}}}};
+  mdep["spec"]["decode"]["autoscaling"] = {{"enabled", true}, {"minReplicas", 1}, {"maxReplicas", 3}};
+  mdep["spec"]["decode"]["kvCacheMemory"] = "1Gi";
+  mdep["spec"]["imagePullSecrets"] = json::array({{{"name", "r"}}});
+  StatusOr<DeploymentPlan> plan = PlanDeployment(mdep);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  std::vector<json> subjects = {mdep};
+  for (const DesiredObject& d : plan->children) {
+    if (d.object["kind"] != "ModelPool") continue;
+    json pool = d.object;
+    pool["metadata"]["uid"] = "p";
+    subjects.push_back(pool);
+  }
+  const json kReplacements[] = {nullptr, 7, -1, 2.5, "x", true, json::array({1}), json::object()};
+  int planned = 0;
+  for (const json& subject : subjects) {
+    std::vector<std::string> pointers;
+    Pointers(subject, "", &pointers);
+    for (const std::string& p : pointers) {
+      for (const json& value : kReplacements) {
+        json damaged = subject;
+        damaged[json::json_pointer(p)] = value;
+        EXPECT_NO_THROW({
+          if (damaged.value("kind", json()) == "ModelPool") {
+            (void)PlanPool(damaged);
+          } else {
+            planned += PlanDeployment(damaged).ok() ? 1 : 0;
+          }
+        }) << p
+           << " = " << value.dump();
+      }
+    }
+  }
+  EXPECT_GT(planned, 0);  // some damage (e.g. to labels) is harmless
 }
 
 }  // namespace

@@ -111,18 +111,20 @@ void ReadCommon(FieldReader& r, const PlanOptions& options, CommonSpec* out) {
   }
   if (out->model_path.empty() == !dummy) r.Fail("spec.model: set exactly one of path and dummy");
   if (!out->model_volume.is_null()) {
-    std::string mount = r.String("/spec/model/volume/mountPath", "/models");
+    out->mount_path = r.String("/spec/model/volume/mountPath", "/models");
     bool pvc = r.Object("/spec/model/volume/persistentVolumeClaim") != nullptr;
     bool host = r.Object("/spec/model/volume/hostPath") != nullptr;
-    // Read for their types: the pod template copies them.
-    if (pvc && r.String("/spec/model/volume/persistentVolumeClaim/claimName", "").empty()) {
-      r.Fail("spec.model.volume.persistentVolumeClaim.claimName: missing");
-    }
-    r.Bool("/spec/model/volume/persistentVolumeClaim/readOnly", true);
-    if (host && r.String("/spec/model/volume/hostPath/path", "").empty()) {
-      r.Fail("spec.model.volume.hostPath.path: missing");
-    }
     if (pvc == host) r.Fail("spec.model.volume: set exactly one of persistentVolumeClaim and hostPath");
+    if (pvc) {
+      out->claim_name = r.String("/spec/model/volume/persistentVolumeClaim/claimName", "");
+      out->claim_read_only = r.Bool("/spec/model/volume/persistentVolumeClaim/readOnly", true);
+      if (out->claim_name.empty()) r.Fail("spec.model.volume.persistentVolumeClaim.claimName: missing");
+    }
+    if (host) {
+      out->host_path = r.String("/spec/model/volume/hostPath/path", "");
+      if (out->host_path.empty()) r.Fail("spec.model.volume.hostPath.path: missing");
+    }
+    const std::string& mount = out->mount_path;
     if (mount.empty() || mount[0] != '/' || out->model_path.rfind(mount, 0) != 0) {
       r.Fail("spec.model.path: must lie under spec.model.volume.mountPath (" + mount + ")");
     }

@@ -13,9 +13,15 @@ namespace tandem::controller::reconcile {
 
 // What both kinds carry: the model, integrity settings and the agent image.
 struct CommonSpec {
-  std::string model_name;    // served model name (the OpenAI `model` field)
-  std::string model_path;    // checkpoint directory inside the pod; "" with a dummy model
-  json model_volume;         // the CRD's volume block ({persistentVolumeClaim|hostPath, mountPath}) or null
+  std::string model_name;  // served model name (the OpenAI `model` field)
+  std::string model_path;  // checkpoint directory inside the pod; "" with a dummy model
+  json model_volume;       // the CRD's volume block ({persistentVolumeClaim|hostPath, mountPath}) or null
+  // model_volume read and checked (when it is not null): a claim or a node directory, mounted
+  // read-only at mount_path; the claim itself is attached read-only unless claim_read_only is false.
+  std::string claim_name;
+  bool claim_read_only = true;
+  std::string host_path;
+  std::string mount_path = "/models";
   std::string dummy_preset;  // set instead of model_path for random weights
   int64_t dummy_seed = 0;
   bool page_tags = true;

@@ -37,8 +37,9 @@ Part PoolPart(std::string name, const json& mdep, const json* pool) {
   p.is_ready = p.current && ConditionIsTrue(status, kReady);
   if (p.current && ConditionIsTrue(status, kDegraded)) {
     const json* c = FindCondition(status, kDegraded);
-    p.degraded_reason = c->value("reason", std::string(kReasonInsufficientCapacity));
-    p.degraded_message = p.name + ": " + c->value("message", "");
+    p.degraded_reason = StringField(*c, "reason");
+    if (p.degraded_reason.empty()) p.degraded_reason = "PoolDegraded";
+    p.degraded_message = p.name + ": " + StringField(*c, "message");
   }
   return p;
 }

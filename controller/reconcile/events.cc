@@ -74,14 +74,15 @@ void RecordTransitions(EventRecorder* events, const json& object, const json& be
   const json* ready = FindCondition(after, kReady);
   if (ready != nullptr && was_ready != is_ready) {
     events->Record(object, is_ready ? kEventNormal : kEventWarning, is_ready ? "Ready" : "NotReady",
-                   ready->value("message", ""));
+                   StringField(*ready, "message"));
   }
   const json* degraded = FindCondition(after, kDegraded);
   if (degraded != nullptr && ConditionIsTrue(after, kDegraded) &&
       (!ConditionIsTrue(before, kDegraded) ||
-       FindCondition(before, kDegraded)->value("reason", "") != degraded->value("reason", ""))) {
-    events->Record(object, kEventWarning, degraded->value("reason", "Degraded"),
-                   degraded->value("message", ""));
+       StringField(*FindCondition(before, kDegraded), "reason") != StringField(*degraded, "reason"))) {
+    std::string reason = StringField(*degraded, "reason");
+    events->Record(object, kEventWarning, reason.empty() ? "Degraded" : reason,
+                   StringField(*degraded, "message"));
   }
 }
 

@@ -53,17 +53,14 @@ json AgentPodTemplate(const AgentPod& pod) {
        json{{"name", "tmp"}, {"emptyDir", json::object()}}});
   if (!common.model_volume.is_null()) {
     json volume = {{"name", "model"}};
-    if (auto pvc = common.model_volume.find("persistentVolumeClaim"); pvc != common.model_volume.end()) {
-      volume["persistentVolumeClaim"] = {{"claimName", pvc->value("claimName", "")},
-                                         {"readOnly", pvc->value("readOnly", true)}};
+    if (!common.claim_name.empty()) {
+      volume["persistentVolumeClaim"] = {{"claimName", common.claim_name},
+                                         {"readOnly", common.claim_read_only}};
     } else {
-      volume["hostPath"] = {{"path", common.model_volume.at("hostPath").value("path", "")},
-                            {"type", "Directory"}};
+      volume["hostPath"] = {{"path", common.host_path}, {"type", "Directory"}};
     }
     volumes.push_back(volume);
-    mounts.push_back({{"name", "model"},
-                      {"mountPath", common.model_volume.value("mountPath", "/models")},
-                      {"readOnly", true}});
+    mounts.push_back({{"name", "model"}, {"mountPath", common.mount_path}, {"readOnly", true}});
   }
   if (pod.gpus > 1) {
     // NCCL between the tensor-parallel ranks needs more shared memory than the 64Mi default.

@@ -48,9 +48,10 @@ Status ModelPoolReconciler::Reconcile(const std::string& key) {
   json status = ComputePoolStatus(observed, Rfc3339(ctx_.unix_seconds()));
   if (ctx_.metrics != nullptr && !deployment.empty()) {
     ctx_.metrics->SetPoolReplicas(deployment, role, metrics::kReplicasDesired, r.Int("/spec/replicas", 0));
-    ctx_.metrics->SetPoolReplicas(deployment, role, metrics::kReplicasCurrent, status.value("replicas", 0));
+    ctx_.metrics->SetPoolReplicas(deployment, role, metrics::kReplicasCurrent,
+                                  FieldReader(status).Int("/replicas", 0));
     ctx_.metrics->SetPoolReplicas(deployment, role, metrics::kReplicasReady,
-                                  status.value("readyReplicas", 0));
+                                  FieldReader(status).Int("/readyReplicas", 0));
   }
   json before = pool.value("status", json::object());
   StatusOr<bool> wrote = WriteStatusIfChanged(*ctx_.store, Kind::kModelPool, pool, status);

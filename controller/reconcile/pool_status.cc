@@ -14,9 +14,9 @@ std::string UnschedulableMessage(const json& pod) {
   auto conditions = status->find("conditions");
   if (conditions == status->end() || !conditions->is_array()) return "";
   for (const json& c : *conditions) {
-    if (!c.is_object() || c.value("type", "") != "PodScheduled") continue;
-    if (c.value("status", "") == "False" && c.value("reason", "") == "Unschedulable") {
-      std::string message = c.value("message", "");
+    if (StringField(c, "type") != "PodScheduled") continue;
+    if (StringField(c, "status") == "False" && StringField(c, "reason") == "Unschedulable") {
+      std::string message = StringField(c, "message");
       return message.empty() ? "unschedulable" : message;
     }
   }

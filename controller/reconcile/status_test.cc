@@ -208,3 +208,63 @@ TEST(DeploymentStatus, PoolCapacityAndInvalidSpecAndNotOwned) {
 
 }  // namespace
 }  // namespace tandem::controller::reconcile
+
+namespace tandem::controller::reconcile {
+namespace {
+
+void Pointers(const json& node, const std::string& prefix, std::vector<std::string>* out) {
+  if (!node.is_object() && !node.is_array()) return;
+  if (node.is_object()) {
+    for (auto it = node.begin(); it != node.end(); ++it) {
+      out->push_back(prefix + "/" + it.key());
+      Pointers(it.value(), prefix + "/" + it.key(), out);
+    }
+    return;
+  }
+  for (size_t i = 0; i < node.size(); ++i) {
+    out->push_back(prefix + "/" + std::to_string(i));
+    Pointers(node[i], prefix + "/" + std::to_string(i), out);
+  }
+}
+
+// Status computation reads objects other controllers (and users) write: every field of each
+// input replaced by each JSON type must give a status, never an exception.
+TEST(Status, DamagedInputsNeverThrow) {
+  const json kReplacements[] = {nullptr, 7, "x", true, json::array({1}), json::object()};
+  json pool = Pool(2), sts = Sts(2, 2, 1, 2), pod = UnschedulablePod();
+  pool["status"] = ReadyPool(2, 1, false, true, "InsufficientCapacity")["status"];
+  json mdep = Mdep(), prefill = ReadyPool(1, 1, true),
+       decode = ReadyPool(2, 1, false, true, "InsufficientCapacity");
+  json router = Router(1, 1);
+  mdep["status"] = {
+      {"conditions", MergeConditions(nullptr, {{"Ready", true, "AllPoolsReady", "m"}}, 1, kT0)}};
+  json* inputs[] = {&pool, &sts, &pod, &mdep, &prefill, &decode, &router};
+  int computed = 0;
+  for (json* input : inputs) {
+    std::vector<std::string> pointers;
+    Pointers(*input, "", &pointers);
+    json original = *input;
+    for (const std::string& p : pointers) {
+      for (const json& value : kReplacements) {
+        *input = original;
+        (*input)[json::json_pointer(p)] = value;
+        auto compute = [&] {
+          PoolObservation o;
+          o.pool = &pool;
+          o.statefulset = &sts;
+          o.pods = {&pod};
+          (void)ComputePoolStatus(o, kT1);
+          DeploymentObservation d{&mdep, Status::Ok(), "", {}, &prefill, &decode, &router};
+          (void)ComputeDeploymentStatus(d, kT1);
+          ++computed;
+        };
+        EXPECT_NO_THROW(compute()) << p << " = " << value.dump();
+      }
+      *input = original;
+    }
+  }
+  EXPECT_GT(computed, 100);
+}
+
+}  // namespace
+}  // namespace tandem::controller::reconcile
