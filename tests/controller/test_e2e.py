@@ -1,7 +1,8 @@
 """tandem-controller end to end: kube-sim + the real kubectl + the real tandem-controller binary.
 
   HappyPathTest   kubectl applies crds/ and deploy/examples/tiny-cpu.yaml; the controller makes
-                  the pools, StatefulSets, Services, PDBs, ConfigMap and router; `kubectl get mdep`
+                  the pools, StatefulSets, Services, PDBs, ConfigMap and router (and Events);
+                  `kubectl get mdep`
                   shows the printer columns; Ready once kube-sim marks the pods ready; a spec
                   change bumps generation and observedGeneration follows; a converged cluster sees
                   zero writes; `kubectl scale modelpool` (autoscaling enabled) is followed and
@@ -82,6 +83,13 @@ class HappyPathTest(unittest.TestCase):
         mdep = wait_for(lambda: (lambda m: m if is_ready(m) else None)(c.get(mdep_path)), 30, "Ready")
         self.assertEqual(mdep["status"]["prefill"]["ready"], "1/1")
         self.assertEqual(mdep["status"]["precision"], "prefill=bf16/bf16 decode=bf16/bf16")
+
+        # Events for the transitions, about the deployment itself.
+        reasons = wait_for(lambda: (lambda r: r if {"Created", "Ready"} <= r else None)(
+            {e["reason"] for e in c.items("/api/v1/namespaces/default/events")
+             if e["involvedObject"]["kind"] == "ModelDeployment" and e["involvedObject"]["name"] == "tiny-cpu"}),
+            10, "Created and Ready events")
+        self.assertNotIn("InvalidSpec", reasons)
 
         table = c.kubectl("get", "mdep").stdout.split("\n")
         self.assertEqual(table[0].split(), ["NAME", "READY", "PREFILL", "DECODE", "PRECISION", "AGE"])
