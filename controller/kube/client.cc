@@ -46,6 +46,10 @@ std::string ObjectNamespace(const Json& object) {
   return meta["namespace"].get<std::string>();
 }
 
+// JSON text for a request body. Strings that are not valid UTF-8 (only a caller can build those)
+// are sent with U+FFFD instead of making dump() throw.
+std::string Dump(const Json& value) { return value.dump(-1, ' ', false, Json::error_handler_t::replace); }
+
 }  // namespace
 
 uint64_t RequestCounts::Total() const {
@@ -174,7 +178,9 @@ StatusOr<Json> Client::ListAll(const ResourceRef& ref, std::string_view ns, List
     }
     std::string next;
     if (page.contains("metadata") && page["metadata"].is_object()) {
-      next = page["metadata"].value("continue", "");
+      const Json& meta = page["metadata"];
+      if (meta.contains("continue") && meta["continue"].is_string())
+        next = meta["continue"].get<std::string>();
     }
     all = std::move(page);
     if (next.empty()) break;
@@ -207,7 +213,7 @@ StatusOr<Json> Client::Create(const ResourceRef& ref, std::string_view ns, const
   Json body = object;
   if (!body.contains("apiVersion")) body["apiVersion"] = ref.ApiVersion();
   if (!body.contains("kind")) body["kind"] = ref.kind;
-  return Execute("create", "POST", ResourcePath(ref, where), body.dump(), "application/json", call.timeout_ms,
+  return Execute("create", "POST", ResourcePath(ref, where), Dump(body), "application/json", call.timeout_ms,
                  call.cancel, true);
 }
 
@@ -221,8 +227,8 @@ StatusOr<Json> Client::Put(const ResourceRef& ref, std::string_view ns, const Js
   Json body = object;
   if (!body.contains("apiVersion")) body["apiVersion"] = ref.ApiVersion();
   if (!body.contains("kind")) body["kind"] = ref.kind;
-  return Execute("update", "PUT", ResourcePath(ref, where, name, subresource), body.dump(),
-                 "application/json", call.timeout_ms, call.cancel, false);
+  return Execute("update", "PUT", ResourcePath(ref, where, name, subresource), Dump(body), "application/json",
+                 call.timeout_ms, call.cancel, false);
 }
 
 StatusOr<Json> Client::Update(const ResourceRef& ref, std::string_view ns, const Json& object,
@@ -239,7 +245,7 @@ StatusOr<Json> Client::Patch(const ResourceRef& ref, std::string_view ns, std::s
                              const Json& merge_patch, std::string_view subresource, const CallOptions& call) {
   if (name.empty()) return Status::InvalidArgument("Patch " + ref.GroupResource() + ": empty name");
   RETURN_IF_ERROR(CheckFence());
-  return Execute("patch", "PATCH", ResourcePath(ref, ns, name, subresource), merge_patch.dump(),
+  return Execute("patch", "PATCH", ResourcePath(ref, ns, name, subresource), Dump(merge_patch),
                  "application/merge-patch+json", call.timeout_ms, call.cancel, false);
 }
 
@@ -254,7 +260,7 @@ Status Client::Delete(const ResourceRef& ref, std::string_view ns, std::string_v
   if (!options.precondition_resource_version.empty()) {
     body["preconditions"]["resourceVersion"] = options.precondition_resource_version;
   }
-  StatusOr<Json> result = Execute("delete", "DELETE", ResourcePath(ref, ns, name), body.dump(),
+  StatusOr<Json> result = Execute("delete", "DELETE", ResourcePath(ref, ns, name), Dump(body),
                                   "application/json", options.timeout_ms, options.cancel, false);
   return result.ok() ? Status::Ok() : result.status();
 }

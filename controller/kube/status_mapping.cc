@@ -34,7 +34,7 @@ Status StatusFromHttp(int http_status, std::string_view body, std::string_view c
   std::string reason;
   std::string message;
   const nlohmann::json parsed = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (parsed.is_object() && parsed.value("kind", "") == "Status") {
+  if (parsed.is_object() && parsed.contains("kind") && parsed["kind"] == "Status") {
     if (parsed.contains("reason") && parsed["reason"].is_string())
       reason = parsed["reason"].get<std::string>();
     if (parsed.contains("message") && parsed["message"].is_string()) {

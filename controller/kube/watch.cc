@@ -38,8 +38,13 @@ Status Client::Watch(const ResourceRef& ref, std::string_view ns, const WatchOpt
     event.type = parsed["type"].get<std::string>();
     event.object = parsed.contains("object") ? std::move(parsed["object"]) : Json::object();
     if (event.type == "ERROR") {
-      const int code = event.object.is_object() ? event.object.value("code", 500) : 500;
-      stream_error = StatusFromHttp(code, event.object.dump(), context);
+      int code = 500;  // an ERROR without a numeric code is still an error
+      if (event.object.is_object() && event.object.contains("code") &&
+          event.object["code"].is_number_integer()) {
+        code = event.object["code"].get<int>();
+      }
+      stream_error =
+          StatusFromHttp(code, event.object.dump(-1, ' ', false, Json::error_handler_t::replace), context);
       return false;
     }
     return on_event(event);
