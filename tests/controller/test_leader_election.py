@@ -1,14 +1,16 @@
 """Two tandem-controller processes share a Lease (duration 4 s, renew deadline 3 s, retry 1 s).
 
   - Only the leader reconciles.
-  - The leader is frozen (SIGSTOP): the other takes over within lease duration + retry period and
+  - The leader is frozen (SIGSTOP): the other takes over (bound below) and
     reconciles new work; the old leader, thawed (SIGCONT), finds its lease lost, exits, and its
     reconcile client (kube-sim counts requests per User-Agent) writes nothing after the takeover.
-  - The new leader is SIGKILLed (no release): a third process takes over within lease duration +
-    retry period.
+  - The new leader is SIGKILLed (no release): a third process takes over (bound below).
   - SIGTERM: the leader exits 0 and releases the Lease.
-The takeover bound is the protocol's (client-go's rules); 0.5 s is added for process start-up and
-the 20 ms polling of this test.
+Takeover bound: a candidate judges expiry from when *it* saw the Lease record last change, and it
+looks every retry period, so it may see the last renewal up to one retry period late: the worst
+case after the leader stops is lease duration + 2 x retry period (client-go has the same rule).
+That is what is asserted, plus 0.5 s for process scheduling and this test's 20 ms polling; the
+measured times are printed against the tighter lease + retry target (typically 3.8-4.8 s vs 5 s).
 
 Run: TANDEM_CONTROLLER=build-x/controller/tandem-controller .venv/bin/python tests/controller/test_leader_election.py
 """
@@ -67,7 +69,7 @@ class LeaderElectionTest(unittest.TestCase):
         os.kill(procs[leader].pid, signal.SIGSTOP)
         wait_for(lambda: self.holder() == follower, LEASE_S + RETRY_S + 5, "a takeover")
         takeover_s = time.monotonic() - frozen_at
-        self.assertLessEqual(takeover_s, LEASE_S + RETRY_S + 0.5)
+        self.assertLessEqual(takeover_s, LEASE_S + 2 * RETRY_S + 0.5)
         writes_before = self.writes_by(leader)
         c.sim.ok("POST", MDEPS, mdep("two"))
         wait_for(lambda: self.ready("two"), 30, "the new leader to reconcile")
@@ -87,14 +89,14 @@ class LeaderElectionTest(unittest.TestCase):
         procs[follower].kill()
         wait_for(lambda: self.holder() == "c", LEASE_S + RETRY_S + 5, "a takeover after SIGKILL")
         kill_takeover_s = time.monotonic() - killed_at
-        self.assertLessEqual(kill_takeover_s, LEASE_S + RETRY_S + 0.5)
+        self.assertLessEqual(kill_takeover_s, LEASE_S + 2 * RETRY_S + 0.5)
         c.sim.ok("POST", MDEPS, mdep("four"))
         wait_for(lambda: self.ready("four"), 30, "the third leader to reconcile")
         # SIGTERM: a clean exit that releases the Lease (holderIdentity cleared) for the next one.
         procs["c"].terminate()
         self.assertEqual(procs["c"].wait(20), 0, c.controller_log(procs["c"]))
         self.assertIsNone(self.holder())
-        print("\nleader election: takeover %.2f s after SIGSTOP, %.2f s after SIGKILL (bound %d s); "
+        print("\nleader election: takeover %.2f s after SIGSTOP, %.2f s after SIGKILL (target %d s); "
               "old leader's writes after losing the lease: %d" %
               (takeover_s, kill_takeover_s, LEASE_S + RETRY_S, self.writes_by(leader) - writes_before))
 
