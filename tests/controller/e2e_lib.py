@@ -1,7 +1,6 @@
 """Helpers for the controller end-to-end tests: kube-sim, the real kubectl and tandem-controller
 as processes, and polling."""
 
-import json
 import os
 import shutil
 import signal
