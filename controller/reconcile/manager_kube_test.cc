@@ -147,6 +147,9 @@ TEST(ManagerKube, ConvergesThroughFaultsAndCachesMatchTheServer) {
       exposition.find(R"(tandem_controller_reconcile_total{controller="modeldeployment",result="success"})"),
       std::string::npos);
   EXPECT_NE(exposition.find(R"(result="requeue")"), std::string::npos) << "no conflict was ever retried";
+  EXPECT_NE(exposition.find(R"(tandem_pool_replicas{deployment="d7",pool="decode",state="ready"} 1)"),
+            std::string::npos)
+      << exposition;
   manager.Stop();
 }
 
