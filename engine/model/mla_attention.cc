@@ -228,28 +228,28 @@ void MlaAttention::AbsorbedHead(const AttnSegment& seg, const float* q, const st
   o_lat.resize(lora);
   // The vector each group of dot products shares, widened to double once (DotF64's double
   // overload): the query's nope part against W_UK, q_lat and the query's rope part against every
-  // context row, o_lat against W_UV. The values are those of the fp32 vectors, exactly.
-  thread_local std::vector<double> q_nope_d, q_lat_d, q_rope_d, o_lat_d;
+  // context row, o_lat against W_UV. The values are those of the fp32 vectors, exactly; the
+  // latent and rope parts of a score are summed as one dot (only the order of additions moves).
+  // q_cat_d = [q_lat | q_rope], laid out like a context row [latent | rope]: one dot of
+  // width = lora + rope per row instead of two.
+  thread_local std::vector<double> q_nope_d, q_cat_d, o_lat_d;
   q_nope_d.resize(nope);
-  q_lat_d.resize(lora);
-  q_rope_d.resize(rope);
+  q_cat_d.resize(width);
   o_lat_d.resize(lora);
   const int64_t uk = h * (nope + vdim), uv = uk + nope;  // W_UK / W_UV columns of kv_b_projᵀ
   for (int64_t i = 0; i < seg.num_new; ++i) {
     const float* qh = q + (i * heads + h) * qk;
     F32ToF64(qh, q_nope_d.data(), nope);
-    F32ToF64(qh + nope, q_rope_d.data(), rope);
+    F32ToF64(qh + nope, q_cat_d.data() + lora, rope);
     for (int64_t cc = 0; cc < lora; ++cc)
       q_lat[cc] = static_cast<float>(DotF64(q_nope_d.data(), kv_b_t_.data() + cc * n_cols + uk, nope));
-    F32ToF64(q_lat.data(), q_lat_d.data(), lora);
+    F32ToF64(q_lat.data(), q_cat_d.data(), lora);
     for (int64_t j = 0; j < ctx; ++j) {
       if (!Allowed(seg, mask, i, j)) {
         p[j] = kNegInf;
         continue;
       }
-      const float* lj = lat.data() + j * width;
-      p[j] = static_cast<float>(
-          (DotF64(q_lat_d.data(), lj, lora) + DotF64(q_rope_d.data(), lj + lora, rope)) * scale);
+      p[j] = static_cast<float>(DotF64(q_cat_d.data(), lat.data() + j * width, width) * scale);
     }
     SoftmaxInPlace(p.data(), ctx);
     std::fill(o_lat.begin(), o_lat.end(), 0.0f);
