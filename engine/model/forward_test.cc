@@ -117,6 +117,21 @@ TEST(VecOpsTest, DoubleOperandDotIsTheFloatDotUpToAdditionOrder) {
   }
 }
 
+TEST(VecOpsTest, WeightedRowSumIsRowByRowAddScaledBitForBit) {
+  const int64_t n = 37, stride = 211;
+  std::vector<float> w(n), rows(n * stride);
+  for (int64_t j = 0; j < n; ++j) w[j] = j % 5 == 3 ? 0.0f : std::sin(static_cast<float>(j) * 1.7f) / 7.0f;
+  for (int64_t i = 0; i < n * stride; ++i) rows[i] = std::cos(static_cast<float>(i) * 0.61f) * 3.3f;
+  for (int64_t dim : {0, 1, 7, 8, 9, 63, 64, 65, 130, 200, 211}) {
+    std::vector<float> expected(dim, 0.0f), got(dim, -1.0f);
+    for (int64_t j = 0; j < n; ++j) {
+      if (w[j] != 0.0f) AddScaledF32(w[j], rows.data() + j * stride, expected.data(), dim);
+    }
+    WeightedRowSum(w.data(), rows.data(), n, stride, dim, got.data());
+    for (int64_t d = 0; d < dim; ++d) ASSERT_EQ(got[d], expected[d]) << "dim " << dim << " d " << d;
+  }
+}
+
 TEST(RoutingTest, GroupsRankedByTheirTwoBestScoresLimitTheChoice) {
   const ModelConfig c = RoutingConfig();
   // Expert 0 is the single best, but its group {0,1} sums lower than {2,3} and {6,7}.

@@ -252,11 +252,7 @@ void MlaAttention::AbsorbedHead(const AttnSegment& seg, const float* q, const st
       p[j] = static_cast<float>(DotF64(q_cat_d.data(), lat.data() + j * width, width) * scale);
     }
     SoftmaxInPlace(p.data(), ctx);
-    std::fill(o_lat.begin(), o_lat.end(), 0.0f);
-    for (int64_t j = 0; j < ctx; ++j) {
-      if (p[j] == 0.0f) continue;
-      AddScaledF32(p[j], lat.data() + j * width, o_lat.data(), lora);
-    }
+    WeightedRowSum(p.data(), lat.data(), ctx, width, lora, o_lat.data());
     F32ToF64(o_lat.data(), o_lat_d.data(), lora);
     float* o = out + (i * heads + h) * vdim;
     for (int64_t d = 0; d < vdim; ++d)

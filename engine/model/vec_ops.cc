@@ -1,5 +1,7 @@
 #include "engine/model/vec_ops.h"
 
+#include <algorithm>
+
 #include "engine/core/cpu_features.h"
 #include "engine/formats/float_codecs.h"
 
@@ -87,6 +89,39 @@ __attribute__((target("avx2"))) void AddScaledAvx2(float a, const float* x, floa
   for (; i < n; ++i) y[i] += a * x[i];
 }
 
+// 64 columns at a time in 8 registers, all rows, then the next 64; the tail scalar.
+__attribute__((target("avx2"))) void WeightedRowSumAvx2(const float* w, const float* rows, int64_t n,
+                                                        int64_t stride, int64_t dim, float* out) {
+  int64_t d = 0;
+  for (; d + 64 <= dim; d += 64) {
+    __m256 acc[8];
+    for (__m256& a : acc) a = _mm256_setzero_ps();
+    for (int64_t j = 0; j < n; ++j) {
+      if (w[j] == 0.0f) continue;
+      const __m256 wj = _mm256_set1_ps(w[j]);
+      const float* row = rows + j * stride + d;
+      for (int k = 0; k < 8; ++k)
+        acc[k] = _mm256_add_ps(acc[k], _mm256_mul_ps(wj, _mm256_loadu_ps(row + 8 * k)));
+    }
+    for (int k = 0; k < 8; ++k) _mm256_storeu_ps(out + d + 8 * k, acc[k]);
+  }
+  for (; d + 8 <= dim; d += 8) {
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t j = 0; j < n; ++j) {
+      if (w[j] == 0.0f) continue;
+      acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_set1_ps(w[j]), _mm256_loadu_ps(rows + j * stride + d)));
+    }
+    _mm256_storeu_ps(out + d, acc);
+  }
+  for (; d < dim; ++d) {
+    float acc = 0.0f;
+    for (int64_t j = 0; j < n; ++j) {
+      if (w[j] != 0.0f) acc += w[j] * rows[j * stride + d];
+    }
+    out[d] = acc;
+  }
+}
+
 __attribute__((target("avx2"))) void Bf16ToF32Avx2(const uint16_t* in, float* out, int64_t n) {
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
@@ -121,6 +156,19 @@ void AddScaledF32(float a, const float* x, float* y, int64_t n) {
   }
 #endif
   for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
+}
+
+void WeightedRowSum(const float* w, const float* rows, int64_t n, int64_t stride, int64_t dim, float* out) {
+#if defined(__x86_64__)
+  if (kHostAvx2) {
+    WeightedRowSumAvx2(w, rows, n, stride, dim, out);
+    return;
+  }
+#endif
+  std::fill(out, out + dim, 0.0f);
+  for (int64_t j = 0; j < n; ++j) {
+    if (w[j] != 0.0f) AddScaledF32(w[j], rows + j * stride, out, dim);
+  }
 }
 
 double DotF64(const float* a, const float* b, int64_t n) {

@@ -19,6 +19,11 @@ double DotF64(const double* a, const float* b, int64_t n);
 // out[i] = double(in[i]) for i < n (exact).
 void F32ToF64(const float* in, double* out, int64_t n);
 
+// out[d] = Σ_j w[j]·rows[j·stride + d] for d < dim over the rows j < n with w[j] != 0, in fp32,
+// row by row in order: the same values as zero-filling out and calling AddScaledF32 per row, with
+// the partial sums held in registers across rows instead of reloaded and stored for each.
+void WeightedRowSum(const float* w, const float* rows, int64_t n, int64_t stride, int64_t dim, float* out);
+
 // out[i] = the fp32 value of bf16 bits in[i] (exact).
 void Bf16ToF32(const uint16_t* in, float* out, int64_t n);
 
