@@ -8,7 +8,7 @@
 
 #include <yaml-cpp/yaml.h>
 
-#include "controller/kube/base64.h"
+#include "common/base64.h"
 
 namespace tandem::controller::kube {
 namespace {

@@ -6,7 +6,7 @@
 
 #include <gtest/gtest.h>
 
-#include "controller/kube/base64.h"
+#include "common/base64.h"
 
 namespace tandem::controller::kube {
 namespace {

@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "common/base64.h"
 #include "engine/formats/float_codecs.h"
 
 namespace tandem::engine {
@@ -17,35 +18,12 @@ namespace {
 
 // ---- goldens from compressed-tensors (scripts/gen_int4_goldens.py) ---------------------------
 
-std::vector<uint8_t> Base64Decode(const std::string& text) {
-  auto value = [](char c) -> int {
-    if (c >= 'A' && c <= 'Z') return c - 'A';
-    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
-    if (c >= '0' && c <= '9') return c - '0' + 52;
-    if (c == '+') return 62;
-    if (c == '/') return 63;
-    return -1;  // '=' padding
-  };
-  std::vector<uint8_t> out;
-  uint32_t bits = 0;
-  int nbits = 0;
-  for (char c : text) {
-    const int v = value(c);
-    if (v < 0) break;
-    bits = (bits << 6) | static_cast<uint32_t>(v);
-    nbits += 6;
-    if (nbits >= 8) {
-      nbits -= 8;
-      out.push_back(static_cast<uint8_t>(bits >> nbits));
-    }
-  }
-  return out;
-}
-
 // Little-endian array of T, as the generator writes it (the test hosts are little-endian).
 template <typename T>
 std::vector<T> DecodeArray(const nlohmann::json& field) {
-  const std::vector<uint8_t> bytes = Base64Decode(field.get<std::string>());
+  std::string bytes;
+  if (!Base64Decode(field.get<std::string>(), &bytes, Base64Mode::kStrict))
+    ADD_FAILURE() << "bad base64 in goldens";
   std::vector<T> out(bytes.size() / sizeof(T));
   std::memcpy(out.data(), bytes.data(), out.size() * sizeof(T));
   return out;

@@ -5,6 +5,8 @@
 #include <set>
 #include <unordered_map>
 
+#include "common/base64.h"
+
 namespace tandem::engine::text {
 namespace {
 
@@ -170,18 +172,6 @@ Status CheckOptions(const BpeTrainerOptions& options) {
   return Status::Ok();
 }
 
-std::string Base64(std::string_view in) {
-  static const char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string out;
-  for (size_t i = 0; i < in.size(); i += 3) {
-    const size_t n = std::min<size_t>(3, in.size() - i);
-    uint32_t bits = 0;
-    for (size_t k = 0; k < 3; ++k) bits = bits << 8 | (k < n ? static_cast<unsigned char>(in[i + k]) : 0u);
-    for (size_t k = 0; k < 4; ++k) out.push_back(k <= n ? kAlphabet[bits >> (18 - 6 * k) & 63] : '=');
-  }
-  return out;
-}
-
 }  // namespace
 
 StatusOr<BpeVocabulary> TrainBpe(std::string_view corpus, const BpeTrainerOptions& options) {
@@ -232,7 +222,7 @@ StatusOr<BpeVocabulary> TrainBpe(std::string_view corpus, const BpeTrainerOption
 std::string TiktokenRankFile(const BpeVocabulary& vocabulary) {
   std::string out;
   for (size_t rank = 0; rank < vocabulary.ranks.size(); ++rank) {
-    out += Base64(vocabulary.ranks[rank]);
+    out += Base64Encode(vocabulary.ranks[rank]);
     out += ' ';
     out += std::to_string(rank);
     out += '\n';

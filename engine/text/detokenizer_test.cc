@@ -6,15 +6,16 @@
 
 #include <gtest/gtest.h>
 
+#include "common/base64.h"
+
 namespace tandem::engine::text {
 namespace {
 
 // Ranks: the 256 bytes, so every id below 256 is one byte; "<|im_end|>" is 256.
 Tokenizer BytesTokenizer() {
-  static const char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
   std::string ranks;
   for (int b = 0; b < 256; ++b)
-    ranks += std::string(1, kAlphabet[b >> 2]) + kAlphabet[(b & 3) << 4] + "== " + std::to_string(b) + "\n";
+    ranks += Base64Encode(std::string(1, static_cast<char>(b))) + " " + std::to_string(b) + "\n";
   auto t = Tokenizer::FromTiktoken(ranks, Pretokenizer::KimiPattern(), {{"<|im_end|>", 256, true}});
   EXPECT_TRUE(t.ok()) << t.status().ToString();
   return *std::move(t);

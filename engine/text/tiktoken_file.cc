@@ -7,39 +7,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/base64.h"
 #include "engine/io/strict_json.h"
 #include "engine/text/tokenizer.h"
 
 namespace tandem::engine::text {
 namespace {
-
-// Standard base64 with padding; nullopt for anything else.
-std::optional<std::string> DecodeBase64(std::string_view in) {
-  auto value = [](char c) -> int {
-    if (c >= 'A' && c <= 'Z') return c - 'A';
-    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
-    if (c >= '0' && c <= '9') return c - '0' + 52;
-    if (c == '+') return 62;
-    if (c == '/') return 63;
-    return -1;
-  };
-  if (in.empty() || in.size() % 4 != 0) return std::nullopt;
-  std::string out;
-  for (size_t i = 0; i < in.size(); i += 4) {
-    const bool last = i + 4 == in.size();
-    const int pad = last ? (in[i + 3] == '=') + (in[i + 2] == '=' && in[i + 3] == '=') : 0;
-    uint32_t bits = 0;
-    for (int k = 0; k < 4; ++k) {
-      const int v = k >= 4 - pad ? 0 : value(in[i + k]);
-      if (v < 0) return std::nullopt;
-      bits = bits << 6 | static_cast<uint32_t>(v);
-    }
-    out.push_back(static_cast<char>(bits >> 16));
-    if (pad < 2) out.push_back(static_cast<char>(bits >> 8));
-    if (pad < 1) out.push_back(static_cast<char>(bits));
-  }
-  return out;
-}
 
 StatusOr<std::string> ReadFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -93,8 +66,10 @@ StatusOr<Tokenizer> Tokenizer::FromTiktoken(std::string_view text, std::string_v
     const std::string where = "rank file line " + std::to_string(line_number);
     const size_t space = line.find(' ');
     if (space == std::string_view::npos) return Status::DataLoss(where + ": expected '<base64> <rank>'");
-    std::optional<std::string> bytes = DecodeBase64(line.substr(0, space));
-    if (!bytes) return Status::DataLoss(where + ": bad base64");
+    std::string bytes;
+    if (!Base64Decode(line.substr(0, space), &bytes, Base64Mode::kStrict)) {
+      return Status::DataLoss(where + ": bad base64");
+    }
     const std::string_view rank_text = line.substr(space + 1);
     if (rank_text.empty() || rank_text.size() > 8 ||
         rank_text.find_first_not_of("0123456789") != std::string_view::npos) {
@@ -106,7 +81,7 @@ StatusOr<Tokenizer> Tokenizer::FromTiktoken(std::string_view text, std::string_v
     if (rank >= token_bytes.size()) token_bytes.resize(rank + 1);
     if (!token_bytes[rank].empty())
       return Status::DataLoss(where + ": rank " + std::to_string(rank) + " is used twice");
-    token_bytes[rank] = *std::move(bytes);
+    token_bytes[rank] = std::move(bytes);
   }
   for (const AddedToken& t : special_tokens) {
     if (t.id >= 0 && static_cast<size_t>(t.id) < token_bytes.size() && !token_bytes[t.id].empty()) {

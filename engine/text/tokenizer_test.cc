@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "common/base64.h"
 #include "engine/text/byte_level.h"
 
 namespace tandem::engine::text {
@@ -187,11 +188,9 @@ TEST(TokenizerTest, MalformedTokenizerJsonIsAnError) {
 }
 
 std::string AllBytesRankFile() {
-  static const char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
   std::string out;
-  for (int b = 0; b < 256; ++b) {
-    out += std::string(1, kAlphabet[b >> 2]) + kAlphabet[(b & 3) << 4] + "== " + std::to_string(b) + "\n";
-  }
+  for (int b = 0; b < 256; ++b)
+    out += Base64Encode(std::string(1, static_cast<char>(b))) + " " + std::to_string(b) + "\n";
   return out;
 }
 

@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/base64.h"
 #include "engine/runtime/output_processor.h"
 #include "engine/runtime/sampler.h"
 #include "engine/text/detokenizer.h"
@@ -33,9 +34,8 @@ void Require(bool condition) {
 const Tokenizer& FixedTokenizer() {
   static const Tokenizer* t = [] {
     std::string ranks;
-    static const char kB64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     for (int b = 0; b < 256; ++b)
-      ranks += std::string(1, kB64[b >> 2]) + kB64[(b & 3) << 4] + "== " + std::to_string(b) + "\n";
+      ranks += Base64Encode(std::string(1, static_cast<char>(b))) + " " + std::to_string(b) + "\n";
     // "th" "he" "the" " the" "in" "ing" "我能": merges, so tokens span several bytes.
     ranks += "dGg= 256\naGU= 257\ndGhl 258\nIHRoZQ== 259\naW4= 260\naW5n 261\n5oiR6IO9 262\n";
     auto tokenizer = Tokenizer::FromTiktoken(ranks, Pretokenizer::KimiPattern(), {{"<|im_end|>", 300, true}});

@@ -9,6 +9,7 @@
 #include <string>
 #include <string_view>
 
+#include "common/base64.h"
 #include "engine/text/byte_level.h"
 #include "engine/text/detokenizer.h"
 #include "engine/text/tokenizer.h"
@@ -37,10 +38,8 @@ void CheckRoundTrip(const Tokenizer& t, std::string_view text) {
 const Tokenizer& FixedTokenizer() {
   static const Tokenizer* t = [] {
     std::string ranks;
-    static const char kB64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    for (int b = 0; b < 256; ++b) {
-      ranks += std::string(1, kB64[b >> 2]) + kB64[(b & 3) << 4] + "== " + std::to_string(b) + "\n";
-    }
+    for (int b = 0; b < 256; ++b)
+      ranks += Base64Encode(std::string(1, static_cast<char>(b))) + " " + std::to_string(b) + "\n";
     // "th" "he" "the" " the" "in" "ing" "我能": a few merges, to make BPE do work.
     ranks += "dGg= 256\naGU= 257\ndGhl 258\nIHRoZQ== 259\naW4= 260\naW5n 261\n5oiR6IO9 262\n";
     auto tokenizer = Tokenizer::FromTiktoken(ranks, Pretokenizer::KimiPattern(), {{"<|im_end|>", 300, true}});

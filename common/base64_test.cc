@@ -1,8 +1,8 @@
-#include "controller/kube/base64.h"
+#include "common/base64.h"
 
 #include <gtest/gtest.h>
 
-namespace tandem::controller::kube {
+namespace tandem {
 namespace {
 
 TEST(Base64, RoundTripsEveryLength) {
@@ -35,5 +35,19 @@ TEST(Base64, RejectsMalformedInput) {
   EXPECT_FALSE(Base64Decode("Zh==", &out));       // non-zero leftover bits
 }
 
+TEST(Base64, StrictModeWantsPaddingAndNoWhitespace) {
+  std::string out;
+  ASSERT_TRUE(Base64Decode("Zm9vYg==", &out, Base64Mode::kStrict));
+  EXPECT_EQ(out, "foob");
+  EXPECT_FALSE(Base64Decode("Zm9vYg", &out, Base64Mode::kStrict));      // padding missing
+  EXPECT_FALSE(Base64Decode("Zm9v\nYmE=", &out, Base64Mode::kStrict));  // whitespace
+  EXPECT_FALSE(Base64Decode("", &out, Base64Mode::kStrict));
+  for (int b = 0; b < 256; ++b) {  // every single byte, as tiktoken rank files spell them
+    const std::string one(1, static_cast<char>(b));
+    ASSERT_TRUE(Base64Decode(Base64Encode(one), &out, Base64Mode::kStrict)) << b;
+    EXPECT_EQ(out, one);
+  }
+}
+
 }  // namespace
-}  // namespace tandem::controller::kube
+}  // namespace tandem
