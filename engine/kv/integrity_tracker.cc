@@ -1,19 +1,8 @@
 #include "engine/kv/integrity_tracker.h"
 
+#include "common/hash.h"
+
 namespace tandem::engine::kv {
-namespace {
-
-// A 64-bit finalizer (splitmix64): every input bit affects every output bit.
-inline uint64_t Mix64(uint64_t x) {
-  x ^= x >> 30;
-  x *= 0xbf58476d1ce4e5b9ull;
-  x ^= x >> 27;
-  x *= 0x94d049bb133111ebull;
-  x ^= x >> 31;
-  return x;
-}
-
-}  // namespace
 
 const char* MismatchReasonName(MismatchReason reason) {
   switch (reason) {
@@ -26,9 +15,9 @@ const char* MismatchReasonName(MismatchReason reason) {
 }
 
 uint64_t PageTag(RequestId request, uint32_t logical_page, PageId page, uint64_t generation) {
-  uint64_t h = Mix64(request ^ 0x9e3779b97f4a7c15ull);
-  h = Mix64(h ^ ((static_cast<uint64_t>(logical_page) << 32) | page));
-  h = Mix64(h ^ generation);
+  uint64_t h = SplitMix64Mix(request ^ kSplitMix64Gamma);
+  h = SplitMix64Mix(h ^ ((static_cast<uint64_t>(logical_page) << 32) | page));
+  h = SplitMix64Mix(h ^ generation);
   return h == 0 ? 1 : h;
 }
 

@@ -4,6 +4,8 @@
 #include <cstring>
 #include <string>
 
+#include "common/hash.h"
+
 namespace tandem::engine::kv {
 
 uint32_t TransferTagIssuer::Next() {
@@ -47,13 +49,7 @@ void KvDigest::Update(std::span<const uint8_t> bytes) {
 
 uint64_t KvDigest::Finish() const {
   uint64_t h = (state_ ^ pending_) * 0x9fb21c651e98df25ull;
-  h ^= length_;
-  h ^= h >> 33;
-  h *= 0xff51afd7ed558ccdull;
-  h ^= h >> 33;
-  h *= 0xc4ceb9fe1a85ec53ull;
-  h ^= h >> 33;
-  return h;
+  return Fmix64(h ^ length_);
 }
 
 StatusOr<uint64_t> DigestKv(const PagePool& pool, std::span<const PageId> pages, size_t num_tokens) {

@@ -8,6 +8,7 @@
 #include <span>
 #include <thread>
 
+#include "common/hash.h"
 #include "engine/core/thread_pool.h"
 #include "engine/formats/float_codecs.h"
 #include "engine/formats/weights.h"
@@ -24,12 +25,7 @@ namespace {
 class Rng {
  public:
   explicit Rng(uint64_t seed) : state_(seed) {}
-  uint64_t Next() {
-    uint64_t z = (state_ += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-  }
+  uint64_t Next() { return SplitMix64Mix(state_ += kSplitMix64Gamma); }
   // Uniform in [-1, 1).
   float Symmetric() { return static_cast<float>(static_cast<double>(Next() >> 40) / 8388608.0 - 1.0); }
 
@@ -40,7 +36,7 @@ class Rng {
 uint64_t TensorSeed(uint64_t seed, std::string_view name) {
   uint64_t h = 1469598103934665603ull;  // FNV-1a
   for (char c : name) h = (h ^ static_cast<uint8_t>(c)) * 1099511628211ull;
-  return h ^ (seed * 0x9e3779b97f4a7c15ull);
+  return h ^ (seed * kSplitMix64Gamma);
 }
 
 // Values of `spec` in fp32, already rounded to bf16 (F32 for the router bias).

@@ -4,6 +4,7 @@
 #include <string>
 #include <utility>
 
+#include "common/hash.h"
 #include "engine/runtime/engine_internal.h"
 
 namespace tandem::engine::runtime {
@@ -25,12 +26,7 @@ StatusOr<EngineRole> ParseEngineRole(std::string_view name) {
                                  "' (expected unified, prefill-only or decode-only)");
 }
 
-uint64_t RequestSeed(uint64_t engine_seed, RequestId id) {
-  uint64_t z = engine_seed + 0x9e3779b97f4a7c15ull * (id + 1);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
+uint64_t RequestSeed(uint64_t engine_seed, RequestId id) { return SplitMix64At(engine_seed, id); }
 
 StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& config) {
   if (config.executor == nullptr || config.executor->kv_pool() == nullptr) {

@@ -5,27 +5,17 @@
 #include <string>
 #include <vector>
 
+#include "common/hash.h"
+
 namespace tandem::engine::runtime {
-namespace {
-
-uint64_t Mix(uint64_t x) {
-  x ^= x >> 33;
-  x *= 0xff51afd7ed558ccdull;
-  x ^= x >> 33;
-  x *= 0xc4ceb9fe1a85ec53ull;
-  x ^= x >> 33;
-  return x;
-}
-
-}  // namespace
 
 void HashExecutor::ContextLogits(std::span<const int32_t> context, int64_t vocab_size, float* row) {
-  uint64_t h = 0x9e3779b97f4a7c15ull;
+  uint64_t h = kSplitMix64Gamma;
   for (size_t t = 0; t < context.size(); ++t) {
-    h = Mix(h ^ (static_cast<uint64_t>(static_cast<uint32_t>(context[t])) << 20) ^ t);
+    h = Fmix64(h ^ (static_cast<uint64_t>(static_cast<uint32_t>(context[t])) << 20) ^ t);
   }
   for (int64_t v = 0; v < vocab_size; ++v) {
-    row[v] = static_cast<float>(Mix(h + static_cast<uint64_t>(v)) >> 40) * (1.0f / 16777216.0f);
+    row[v] = static_cast<float>(Fmix64(h + static_cast<uint64_t>(v)) >> 40) * (1.0f / 16777216.0f);
   }
 }
 

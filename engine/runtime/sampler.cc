@@ -6,6 +6,7 @@
 #include <limits>
 #include <string>
 
+#include "common/hash.h"
 #include "engine/runtime/sampler_select.h"
 #include "engine/text/detokenizer.h"
 
@@ -27,11 +28,7 @@ Status Bad(std::string_view field, std::string_view want, double got) {
 
 // The n-th output of the splitmix64 generator seeded with `seed`, as a double in [0, 1).
 double UniformAt(uint64_t seed, uint64_t n) {
-  uint64_t z = seed + (n + 1) * 0x9E3779B97F4A7C15ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  z ^= z >> 31;
-  return static_cast<double>(z >> 11) * 0x1.0p-53;
+  return static_cast<double>(SplitMix64At(seed, n) >> 11) * 0x1.0p-53;
 }
 
 }  // namespace
