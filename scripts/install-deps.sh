@@ -49,8 +49,9 @@ fi
 root="$(cd "$(dirname "$0")/.." && pwd)"
 venv="$root/.venv"
 requirements="$root/scripts/requirements-test.txt"
+constraints="$root/scripts/constraints-test.txt"  # transitive dependencies pinned too
 stamp="$venv/.requirements.sha256"
-want="$(sha256sum "$requirements" | cut -d' ' -f1)"
+want="$(cat "$requirements" "$constraints" | sha256sum | cut -d' ' -f1)"
 if [ -x "$venv/bin/python" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$want" ]; then
   echo "install-deps: Python test packages present (.venv/)"
 else
@@ -58,6 +59,6 @@ else
   [ -x "$python" ] || python=python3
   echo "install-deps: installing Python test packages into .venv/"
   "$python" -m venv "$venv"
-  "$venv/bin/python" -m pip install -q --disable-pip-version-check -r "$requirements"
+  "$venv/bin/python" -m pip install -q --disable-pip-version-check -r "$requirements" -c "$constraints"
   echo "$want" >"$stamp"
 fi
