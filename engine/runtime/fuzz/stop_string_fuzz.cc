@@ -19,6 +19,7 @@
 
 namespace {
 
+using tandem::Base64Encode;
 using tandem::engine::runtime::FinishReason;
 using tandem::engine::runtime::OutputProcessor;
 using tandem::engine::runtime::RequestOutput;

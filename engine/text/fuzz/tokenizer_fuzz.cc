@@ -16,6 +16,7 @@
 
 namespace {
 
+using tandem::Base64Encode;
 using tandem::engine::text::Detokenizer;
 using tandem::engine::text::Pretokenizer;
 using tandem::engine::text::Tokenizer;
