@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "engine/runtime/output_processor.h"
+#include "engine/runtime/stop_reference.h"
 #include "engine/text/detokenizer.h"
 #include "engine/text/tokenizer.h"
 
@@ -137,24 +138,6 @@ TEST(OutputProcessorFinishTest, WorksWithoutATokenizerOnlyWithoutStopStrings) {
   EXPECT_EQ(Feed(SamplingParams{}, Concat(Ids("ok"), {Glm().vocab_size() + 5})).text, "ok");
 }
 
-// The reference: the text cut before the stop-string match that ends first (the longest of those).
-std::string ReferenceCut(const std::string& text, const std::vector<std::string>& stops,
-                         std::string* matched) {
-  for (size_t end = 1; end <= text.size(); ++end) {
-    const std::string* best = nullptr;
-    for (const std::string& s : stops)
-      if (s.size() <= end && text.compare(end - s.size(), s.size(), s) == 0 &&
-          (!best || s.size() > best->size()))
-        best = &s;
-    if (best) {
-      *matched = *best;
-      return text.substr(0, end - best->size());
-    }
-  }
-  matched->clear();
-  return text;
-}
-
 TEST(OutputProcessorFinishTest, RandomTextMatchesTheReferenceMatcher) {
   const std::vector<std::string> alphabet = {"a", "b", "ab", " ", "é", "🦀", "the", "\n"};
   std::mt19937 rng(17);
@@ -170,7 +153,7 @@ TEST(OutputProcessorFinishTest, RandomTextMatchesTheReferenceMatcher) {
     for (int k = 1 + static_cast<int>(rng() % 3); k > 0; --k)
       p.stop.push_back(random_text(1 + static_cast<int>(rng() % 3)));
     std::string matched;
-    const std::string want = ReferenceCut(text, p.stop, &matched);
+    const std::string want = ReferenceStopCut(text, p.stop, &matched);
     StatusOr<OutputProcessor> op = OutputProcessor::Create(p, &Glm(), {});
     ASSERT_TRUE(op.ok());
     std::string got;

@@ -11,57 +11,24 @@
 #include <string_view>
 #include <vector>
 
-#include "common/base64.h"
 #include "engine/runtime/output_processor.h"
 #include "engine/runtime/sampler.h"
+#include "engine/runtime/stop_reference.h"
 #include "engine/text/detokenizer.h"
+#include "engine/text/fuzz/fixed_tokenizer.h"
 #include "engine/text/tokenizer.h"
 
 namespace {
 
-using tandem::Base64Encode;
 using tandem::engine::runtime::FinishReason;
 using tandem::engine::runtime::OutputProcessor;
 using tandem::engine::runtime::RequestOutput;
 using tandem::engine::runtime::SamplingParams;
-using tandem::engine::text::Pretokenizer;
 using tandem::engine::text::Tokenizer;
 using tandem::engine::text::ToValidUtf8;
 
 void Require(bool condition) {
   if (!condition) std::abort();
-}
-
-const Tokenizer& FixedTokenizer() {
-  static const Tokenizer* t = [] {
-    std::string ranks;
-    for (int b = 0; b < 256; ++b)
-      ranks += Base64Encode(std::string(1, static_cast<char>(b))) + " " + std::to_string(b) + "\n";
-    // "th" "he" "the" " the" "in" "ing" "我能": merges, so tokens span several bytes.
-    ranks += "dGg= 256\naGU= 257\ndGhl 258\nIHRoZQ== 259\naW4= 260\naW5n 261\n5oiR6IO9 262\n";
-    auto tokenizer = Tokenizer::FromTiktoken(ranks, Pretokenizer::KimiPattern(), {{"<|im_end|>", 300, true}});
-    Require(tokenizer.ok());
-    return new Tokenizer(*std::move(tokenizer));
-  }();
-  return *t;
-}
-
-// The text cut before the match that ends first (the longest of those); `matched` is its string.
-std::string ReferenceCut(const std::string& text, const std::vector<std::string>& stops,
-                         std::string* matched) {
-  for (size_t end = 1; end <= text.size(); ++end) {
-    const std::string* best = nullptr;
-    for (const std::string& s : stops)
-      if (s.size() <= end && text.compare(end - s.size(), s.size(), s) == 0 &&
-          (!best || s.size() > best->size()))
-        best = &s;
-    if (best) {
-      *matched = *best;
-      return text.substr(0, end - best->size());
-    }
-  }
-  matched->clear();
-  return text;
 }
 
 }  // namespace
@@ -80,14 +47,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     valid = valid && len > 0 && ToValidUtf8(p.stop.back()) == p.stop.back();
     in.remove_prefix(1 + len);
   }
-  const Tokenizer& tok = FixedTokenizer();
+  const Tokenizer& tok = tandem::engine::text::FixedFuzzTokenizer();
   auto op = OutputProcessor::Create(p, &tok, {});
   Require(op.ok() == valid);
   if (!valid) return 0;
 
   const std::string text(in);
   std::string matched;
-  const std::string want = ReferenceCut(ToValidUtf8(text), p.stop, &matched);
+  const std::string want = tandem::engine::runtime::ReferenceStopCut(ToValidUtf8(text), p.stop, &matched);
   std::string got;
   RequestOutput last;
   for (int32_t id : tok.Encode(text, /*parse_special=*/false)) {

@@ -9,14 +9,13 @@
 #include <string>
 #include <string_view>
 
-#include "common/base64.h"
 #include "engine/text/byte_level.h"
 #include "engine/text/detokenizer.h"
+#include "engine/text/fuzz/fixed_tokenizer.h"
 #include "engine/text/tokenizer.h"
 
 namespace {
 
-using tandem::Base64Encode;
 using tandem::engine::text::Detokenizer;
 using tandem::engine::text::Pretokenizer;
 using tandem::engine::text::Tokenizer;
@@ -36,20 +35,6 @@ void CheckRoundTrip(const Tokenizer& t, std::string_view text) {
   Require(streamed == tandem::engine::text::ToValidUtf8(*bytes));
 }
 
-const Tokenizer& FixedTokenizer() {
-  static const Tokenizer* t = [] {
-    std::string ranks;
-    for (int b = 0; b < 256; ++b)
-      ranks += Base64Encode(std::string(1, static_cast<char>(b))) + " " + std::to_string(b) + "\n";
-    // "th" "he" "the" " the" "in" "ing" "我能": a few merges, to make BPE do work.
-    ranks += "dGg= 256\naGU= 257\ndGhl 258\nIHRoZQ== 259\naW4= 260\naW5n 261\n5oiR6IO9 262\n";
-    auto tokenizer = Tokenizer::FromTiktoken(ranks, Pretokenizer::KimiPattern(), {{"<|im_end|>", 300, true}});
-    Require(tokenizer.ok());
-    return new Tokenizer(*std::move(tokenizer));
-  }();
-  return *t;
-}
-
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -61,6 +46,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (t.ok()) CheckRoundTrip(*t, "Hello, world! 我能吞下玻璃 ภาษาไทย 123 \xF0\x9F\x99\x82 <|im_end|>\xFF");
     return 0;
   }
-  CheckRoundTrip(FixedTokenizer(), rest);
+  CheckRoundTrip(tandem::engine::text::FixedFuzzTokenizer(), rest);
   return 0;
 }
