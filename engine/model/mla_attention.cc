@@ -21,7 +21,7 @@ bool Allowed(const AttnSegment& seg, const KeyMask& mask, int64_t i, int64_t j) 
   return mask.empty() || mask[i * seg.context() + j] != 0;
 }
 
-double Dot(const float* a, const float* b, int64_t n) { return DotF64(a, b, n); }
+float Dot(const float* a, const float* b, int64_t n) { return DotF32(a, b, n); }
 
 }  // namespace
 
@@ -195,7 +195,8 @@ Status MlaAttention::Expanded(const AttnSegment& seg, const float* q, const std:
             continue;
           }
           const float* kj = kv.data() + (j * heads + h) * per_head;
-          const double s = Dot(qh, kj, nope) + Dot(qh + nope, lat.data() + j * width + lora, rope);
+          const double s =
+              static_cast<double>(Dot(qh, kj, nope)) + Dot(qh + nope, lat.data() + j * width + lora, rope);
           p[j] = static_cast<float>(s * scale);
         }
         SoftmaxInPlace(p.data(), ctx);
@@ -221,42 +222,32 @@ void MlaAttention::AbsorbedHead(const AttnSegment& seg, const float* q, const st
   const int64_t ctx = seg.context(), n_cols = heads * (nope + vdim);
   const double scale = c.AttentionSoftmaxScale();
   std::vector<float>& p = scratch->p;
-  std::vector<float>& q_lat = scratch->q_lat;
+  std::vector<float>& q_cat = scratch->q_cat;
   std::vector<float>& o_lat = scratch->o_lat;
   p.resize(ctx);
-  q_lat.resize(lora);
+  q_cat.resize(width);
   o_lat.resize(lora);
-  // The vector each group of dot products shares, widened to double once (DotF64's double
-  // overload): the query's nope part against W_UK, q_lat and the query's rope part against every
-  // context row, o_lat against W_UV. The values are those of the fp32 vectors, exactly; the
-  // latent and rope parts of a score are summed as one dot (only the order of additions moves).
-  // q_cat_d = [q_lat | q_rope], laid out like a context row [latent | rope]: one dot of
-  // width = lora + rope per row instead of two.
-  thread_local std::vector<double> q_nope_d, q_cat_d, o_lat_d;
-  q_nope_d.resize(nope);
-  q_cat_d.resize(width);
-  o_lat_d.resize(lora);
+  // Every dot product in fp32 with fused multiply-adds (DotF32; Hugging Face's attention
+  // accumulates in fp32 too): the query's nope part against W_UK, [q_lat | q_rope] against every
+  // context row (laid out like a row [latent | rope]: one dot of width = lora + rope per row), o_lat
+  // against W_UV.
   const int64_t uk = h * (nope + vdim), uv = uk + nope;  // W_UK / W_UV columns of kv_b_projᵀ
+  const float fscale = static_cast<float>(scale);
   for (int64_t i = 0; i < seg.num_new; ++i) {
     const float* qh = q + (i * heads + h) * qk;
-    F32ToF64(qh, q_nope_d.data(), nope);
-    F32ToF64(qh + nope, q_cat_d.data() + lora, rope);
-    for (int64_t cc = 0; cc < lora; ++cc)
-      q_lat[cc] = static_cast<float>(DotF64(q_nope_d.data(), kv_b_t_.data() + cc * n_cols + uk, nope));
-    F32ToF64(q_lat.data(), q_cat_d.data(), lora);
+    for (int64_t cc = 0; cc < lora; ++cc) q_cat[cc] = DotF32(qh, kv_b_t_.data() + cc * n_cols + uk, nope);
+    std::copy_n(qh + nope, rope, q_cat.data() + lora);
     for (int64_t j = 0; j < ctx; ++j) {
       if (!Allowed(seg, mask, i, j)) {
         p[j] = kNegInf;
         continue;
       }
-      p[j] = static_cast<float>(DotF64(q_cat_d.data(), lat.data() + j * width, width) * scale);
+      p[j] = DotF32(q_cat.data(), lat.data() + j * width, width) * fscale;
     }
     SoftmaxInPlace(p.data(), ctx);
     WeightedRowSum(p.data(), lat.data(), ctx, width, lora, o_lat.data());
-    F32ToF64(o_lat.data(), o_lat_d.data(), lora);
     float* o = out + (i * heads + h) * vdim;
-    for (int64_t d = 0; d < vdim; ++d)
-      o[d] = static_cast<float>(DotF64(o_lat_d.data(), kv_b_.data() + (uv + d) * lora, lora));
+    for (int64_t d = 0; d < vdim; ++d) o[d] = DotF32(o_lat.data(), kv_b_.data() + (uv + d) * lora, lora);
   }
 }
 

@@ -53,7 +53,7 @@ class MlaAttention {
                   ThreadPool* pool, const kernels::cpu::MatmulOptions& options, float* out) const;
   // Per-thread buffers of AbsorbedHead, reused across heads.
   struct AbsorbedScratch {
-    std::vector<float> p, q_lat, o_lat;  // [ctx], [kv_lora], [kv_lora]
+    std::vector<float> p, q_cat, o_lat;  // [ctx], [kv_lora + rope] (q_lat | q_rope), [kv_lora]
   };
   // Head h of every new token of the segment, absorbed form: out[i, h, :] for i < num_new.
   void AbsorbedHead(const AttnSegment& seg, const float* q, const std::vector<float>& lat,

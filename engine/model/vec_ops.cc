@@ -12,73 +12,50 @@
 namespace tandem::engine::model {
 namespace {
 
-double DotPortable(const float* a, const float* b, int64_t n) {
-  double acc0 = 0, acc1 = 0, acc2 = 0, acc3 = 0;
-  int64_t i = 0;
-  for (; i + 4 <= n; i += 4) {
-    acc0 += static_cast<double>(a[i]) * b[i];
-    acc1 += static_cast<double>(a[i + 1]) * b[i + 1];
-    acc2 += static_cast<double>(a[i + 2]) * b[i + 2];
-    acc3 += static_cast<double>(a[i + 3]) * b[i + 3];
-  }
-  for (; i < n; ++i) acc0 += static_cast<double>(a[i]) * b[i];
-  return (acc0 + acc1) + (acc2 + acc3);
-}
-
-double DotPortable(const double* a, const float* b, int64_t n) {
-  double acc0 = 0, acc1 = 0, acc2 = 0, acc3 = 0;
-  int64_t i = 0;
-  for (; i + 4 <= n; i += 4) {
-    acc0 += a[i] * b[i];
-    acc1 += a[i + 1] * b[i + 1];
-    acc2 += a[i + 2] * b[i + 2];
-    acc3 += a[i + 3] * b[i + 3];
-  }
-  for (; i < n; ++i) acc0 += a[i] * b[i];
-  return (acc0 + acc1) + (acc2 + acc3);
-}
-
 #if defined(__x86_64__)
-// Separate multiply and add (no -mfma on this file, no _mm256_fmadd_pd): exact products.
-__attribute__((target("avx2"))) double DotAvx2(const float* a, const float* b, int64_t n) {
-  __m256d acc0 = _mm256_setzero_pd(), acc1 = _mm256_setzero_pd();
+// GCC 12's AVX-512 headers self-initialize their "undefined" vectors, which -W(maybe-)uninitialized
+// flags once the intrinsics are inlined into these target("avx512f") functions.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+// fp32 products fused into fp32 accumulators: 4 chains of 8 lanes (32 products in flight).
+__attribute__((target("avx2,fma"))) float DotF32Avx2(const float* a, const float* b, int64_t n) {
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps(), acc2 = _mm256_setzero_ps(),
+         acc3 = _mm256_setzero_ps();
   int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    const __m256d a0 = _mm256_cvtps_pd(_mm_loadu_ps(a + i)), b0 = _mm256_cvtps_pd(_mm_loadu_ps(b + i));
-    const __m256d a1 = _mm256_cvtps_pd(_mm_loadu_ps(a + i + 4)),
-                  b1 = _mm256_cvtps_pd(_mm_loadu_ps(b + i + 4));
-    acc0 = _mm256_add_pd(acc0, _mm256_mul_pd(a0, b0));
-    acc1 = _mm256_add_pd(acc1, _mm256_mul_pd(a1, b1));
+  for (; i + 32 <= n; i += 32) {
+    acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc0);
+    acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), acc1);
+    acc2 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 16), _mm256_loadu_ps(b + i + 16), acc2);
+    acc3 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 24), _mm256_loadu_ps(b + i + 24), acc3);
   }
-  alignas(32) double lanes[4];
-  _mm256_store_pd(lanes, _mm256_add_pd(acc0, acc1));
-  double tail = 0;
-  for (; i < n; ++i) tail += static_cast<double>(a[i]) * b[i];
-  return ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) + tail;
+  for (; i + 8 <= n; i += 8) acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc0);
+  const __m256 acc = _mm256_add_ps(_mm256_add_ps(acc0, acc1), _mm256_add_ps(acc2, acc3));
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  float sum = _mm_cvtss_f32(s);
+  for (; i < n; ++i) sum += a[i] * b[i];
+  return sum;
 }
 
-// Four accumulators of four lanes (16 products in flight): the add latency no longer bounds the
-// loop, one conversion per four products instead of two.
-__attribute__((target("avx2"))) double DotAvx2(const double* a, const float* b, int64_t n) {
-  __m256d acc0 = _mm256_setzero_pd(), acc1 = _mm256_setzero_pd(), acc2 = _mm256_setzero_pd(),
-          acc3 = _mm256_setzero_pd();
+// The same with 4 chains of 16 lanes; the last partial vector is a masked load (no scalar tail).
+__attribute__((target("avx512f"))) float DotF32Avx512(const float* a, const float* b, int64_t n) {
+  __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps(), acc2 = _mm512_setzero_ps(),
+         acc3 = _mm512_setzero_ps();
   int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    acc0 = _mm256_add_pd(acc0, _mm256_mul_pd(_mm256_loadu_pd(a + i), _mm256_cvtps_pd(_mm_loadu_ps(b + i))));
-    acc1 = _mm256_add_pd(acc1,
-                         _mm256_mul_pd(_mm256_loadu_pd(a + i + 4), _mm256_cvtps_pd(_mm_loadu_ps(b + i + 4))));
-    acc2 = _mm256_add_pd(acc2,
-                         _mm256_mul_pd(_mm256_loadu_pd(a + i + 8), _mm256_cvtps_pd(_mm_loadu_ps(b + i + 8))));
-    acc3 = _mm256_add_pd(
-        acc3, _mm256_mul_pd(_mm256_loadu_pd(a + i + 12), _mm256_cvtps_pd(_mm_loadu_ps(b + i + 12))));
+  for (; i + 64 <= n; i += 64) {
+    acc0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), acc0);
+    acc1 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i + 16), _mm512_loadu_ps(b + i + 16), acc1);
+    acc2 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i + 32), _mm512_loadu_ps(b + i + 32), acc2);
+    acc3 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i + 48), _mm512_loadu_ps(b + i + 48), acc3);
   }
-  for (; i + 4 <= n; i += 4)
-    acc0 = _mm256_add_pd(acc0, _mm256_mul_pd(_mm256_loadu_pd(a + i), _mm256_cvtps_pd(_mm_loadu_ps(b + i))));
-  alignas(32) double lanes[4];
-  _mm256_store_pd(lanes, _mm256_add_pd(_mm256_add_pd(acc0, acc1), _mm256_add_pd(acc2, acc3)));
-  double tail = 0;
-  for (; i < n; ++i) tail += a[i] * b[i];
-  return ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) + tail;
+  for (; i + 16 <= n; i += 16) acc0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), acc0);
+  if (i < n) {
+    const __mmask16 m = static_cast<__mmask16>((1u << (n - i)) - 1);
+    acc1 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, a + i), _mm512_maskz_loadu_ps(m, b + i), acc1);
+  }
+  return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(acc0, acc1), _mm512_add_ps(acc2, acc3)));
 }
 
 __attribute__((target("avx2"))) void AddScaledAvx2(float a, const float* x, float* y, int64_t n) {
@@ -122,6 +99,45 @@ __attribute__((target("avx2"))) void WeightedRowSumAvx2(const float* w, const fl
   }
 }
 
+// WeightedRowSumAvx2 with 16-lane registers: the same multiply-then-add per element, so the same
+// bits.
+__attribute__((target("avx512f"))) void WeightedRowSumAvx512(const float* w, const float* rows, int64_t n,
+                                                             int64_t stride, int64_t dim, float* out) {
+  int64_t d = 0;
+  for (; d + 128 <= dim; d += 128) {
+    __m512 acc[8];
+    for (__m512& a : acc) a = _mm512_setzero_ps();
+    for (int64_t j = 0; j < n; ++j) {
+      if (w[j] == 0.0f) continue;
+      const __m512 wj = _mm512_set1_ps(w[j]);
+      const float* row = rows + j * stride + d;
+      for (int k = 0; k < 8; ++k)
+        acc[k] = _mm512_add_ps(acc[k], _mm512_mul_ps(wj, _mm512_loadu_ps(row + 16 * k)));
+    }
+    for (int k = 0; k < 8; ++k) _mm512_storeu_ps(out + d + 16 * k, acc[k]);
+  }
+  for (; d < dim; d += 16) {
+    const __mmask16 m =
+        dim - d >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << (dim - d)) - 1);
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t j = 0; j < n; ++j) {
+      if (w[j] == 0.0f) continue;
+      acc = _mm512_add_ps(
+          acc, _mm512_mul_ps(_mm512_set1_ps(w[j]), _mm512_maskz_loadu_ps(m, rows + j * stride + d)));
+    }
+    _mm512_mask_storeu_ps(out + d, m, acc);
+  }
+}
+
+__attribute__((target("avx512f"))) void Bf16ToF32Avx512(const uint16_t* in, float* out, int64_t n) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512i wide = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(in + i)));
+    _mm512_storeu_ps(out + i, _mm512_castsi512_ps(_mm512_slli_epi32(wide, 16)));
+  }
+  for (; i < n; ++i) out[i] = Bf16ToFloat(in[i]);
+}
+
 __attribute__((target("avx2"))) void Bf16ToF32Avx2(const uint16_t* in, float* out, int64_t n) {
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
@@ -130,16 +146,23 @@ __attribute__((target("avx2"))) void Bf16ToF32Avx2(const uint16_t* in, float* ou
   }
   for (; i < n; ++i) out[i] = Bf16ToFloat(in[i]);
 }
+#pragma GCC diagnostic pop
 #endif
 
 #if defined(__x86_64__)
 const bool kHostAvx2 = HostCpuFeatures().avx2;
+const bool kHostAvx2Fma = HostCpuFeatures().avx2 && HostCpuFeatures().fma;
+const bool kHostAvx512 = HostCpuFeatures().avx512f;
 #endif
 
 }  // namespace
 
 void Bf16ToF32(const uint16_t* in, float* out, int64_t n) {
 #if defined(__x86_64__)
+  if (kHostAvx512) {
+    Bf16ToF32Avx512(in, out, n);
+    return;
+  }
   if (kHostAvx2) {
     Bf16ToF32Avx2(in, out, n);
     return;
@@ -160,6 +183,10 @@ void AddScaledF32(float a, const float* x, float* y, int64_t n) {
 
 void WeightedRowSum(const float* w, const float* rows, int64_t n, int64_t stride, int64_t dim, float* out) {
 #if defined(__x86_64__)
+  if (kHostAvx512) {
+    WeightedRowSumAvx512(w, rows, n, stride, dim, out);
+    return;
+  }
   if (kHostAvx2) {
     WeightedRowSumAvx2(w, rows, n, stride, dim, out);
     return;
@@ -171,22 +198,18 @@ void WeightedRowSum(const float* w, const float* rows, int64_t n, int64_t stride
   }
 }
 
-double DotF64(const float* a, const float* b, int64_t n) {
+float DotF32(const float* a, const float* b, int64_t n) {
 #if defined(__x86_64__)
-  if (kHostAvx2) return DotAvx2(a, b, n);
+  if (kHostAvx512) return DotF32Avx512(a, b, n);
+  if (kHostAvx2Fma) return DotF32Avx2(a, b, n);
 #endif
-  return DotPortable(a, b, n);
-}
-
-double DotF64(const double* a, const float* b, int64_t n) {
-#if defined(__x86_64__)
-  if (kHostAvx2) return DotAvx2(a, b, n);
-#endif
-  return DotPortable(a, b, n);
-}
-
-void F32ToF64(const float* in, double* out, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) out[i] = in[i];
+  float acc[8] = {};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    for (int k = 0; k < 8; ++k) acc[k] += a[i + k] * b[i + k];
+  }
+  for (; i < n; ++i) acc[0] += a[i] * b[i];
+  return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
 }
 
 }  // namespace tandem::engine::model

@@ -1,23 +1,17 @@
 #pragma once
-// Vector loops of the forward pass's hot paths (attention, router), with AVX2 variants picked at
-// run time. None uses FMA contraction: each product is rounded as the plain C++ loop rounds it.
+// Vector loops of the forward pass's hot paths (attention, router), with AVX2 / AVX-512 variants
+// picked at run time. DotF32 is the one that fuses (FMA); the others round each product as the
+// plain C++ loop does.
 
 #include <cstdint>
 
 namespace tandem::engine::model {
 
-// Σ a[i]·b[i] over fp32 inputs, accumulated in double (the sums that decide accuracy: router
-// logits, attention scores). Products are exact in double; the result differs from a sequential
-// double sum only by the order of the additions (independent accumulators, SIMD lanes).
-double DotF64(const float* a, const float* b, int64_t n);
-
-// The same sum with `a` already widened to double (a vector dotted with many others: a query
-// against every context row, the router input against every expert): half the conversions and
-// four independent accumulators. Differs from DotF64 only by the order of the additions.
-double DotF64(const double* a, const float* b, int64_t n);
-
-// out[i] = double(in[i]) for i < n (exact).
-void F32ToF64(const float* in, double* out, int64_t n);
+// Σ a[i]·b[i] in fp32: fused multiply-adds into independent SIMD accumulators (16-lane with
+// AVX-512, 8-lane with AVX2+FMA, 8 scalar chains otherwise), then one tree reduction. The forward
+// pass's router logits and attention scores: like Hugging Face's fp32 router and fp32-accumulated
+// attention, within n · 2^-24 · Σ|a·b| of the exact sum (tested); the result depends on the ISA.
+float DotF32(const float* a, const float* b, int64_t n);
 
 // out[d] = Σ_j w[j]·rows[j·stride + d] for d < dim over the rows j < n with w[j] != 0, in fp32,
 // row by row in order: the same values as zero-filling out and calling AddScaledF32 per row, with
