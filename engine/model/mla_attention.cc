@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "engine/formats/float_codecs.h"
+#include "engine/kernels/cpu/matmul_batch.h"
 #include "engine/model/dsa_indexer.h"
 #include "engine/model/vec_ops.h"
 
@@ -85,16 +86,17 @@ Status MlaAttention::Forward(const float* h, int64_t tokens, std::span<const Att
   const int64_t heads = c.num_attention_heads, qk = c.qk_head_dim(), nope = c.qk_nope_head_dim;
   const int64_t lora = c.kv_lora_rank, width = c.KvLatentWidth();
   std::vector<float> q(tokens * heads * qk), q_resid;  // q: [T, H, nope + rope]
+  std::vector<float> latent(tokens * width);           // [T, kv_lora + rope]
+  // The projections of h (q_a or q, and kv_a) in one job over both matrices' rows.
+  if (c.has_q_lora()) q_resid.resize(tokens * c.q_lora_rank);  // [T, q_lora]
+  const kernels::cpu::MatmulTask from_h[] = {
+      {c.has_q_lora() ? &w.q_a_proj : &w.q_proj, h, tokens, c.has_q_lora() ? q_resid.data() : q.data()},
+      {&w.kv_a_proj_with_mqa, h, tokens, latent.data()}};
+  RETURN_IF_ERROR(kernels::cpu::MatmulBatch(from_h, pool, options));
   if (c.has_q_lora()) {
-    q_resid.resize(tokens * c.q_lora_rank);  // [T, q_lora]
-    RETURN_IF_ERROR(kernels::cpu::Matmul(w.q_a_proj, h, tokens, q_resid.data(), pool, options));
     RmsNormRows(q_resid.data(), tokens, c.q_lora_rank, c.q_lora_rank, w.q_a_layernorm.data(), 1e-6);
     RETURN_IF_ERROR(kernels::cpu::Matmul(w.q_b_proj, q_resid.data(), tokens, q.data(), pool, options));
-  } else {
-    RETURN_IF_ERROR(kernels::cpu::Matmul(w.q_proj, h, tokens, q.data(), pool, options));
   }
-  std::vector<float> latent(tokens * width);  // [T, kv_lora + rope]
-  RETURN_IF_ERROR(kernels::cpu::Matmul(w.kv_a_proj_with_mqa, h, tokens, latent.data(), pool, options));
   RmsNormRows(latent.data(), tokens, lora, width, w.kv_a_layernorm.data(), 1e-6);
   for (const AttnSegment& seg : segs) {
     for (int64_t i = 0; i < seg.num_new; ++i) {

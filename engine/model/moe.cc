@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <mutex>
 #include <numeric>
 
+#include "engine/kernels/cpu/matmul_batch.h"
 #include "engine/model/forward_ops.h"
 #include "engine/model/vec_ops.h"
 
@@ -72,8 +72,10 @@ Status MlpForward(const MlpWeights& w, const float* x, int64_t tokens, float* y,
                   const kernels::cpu::MatmulOptions& options) {
   const int64_t inter = w.gate_proj.rows();
   std::vector<float> gate(tokens * inter), up(tokens * inter);
-  RETURN_IF_ERROR(kernels::cpu::Matmul(w.gate_proj, x, tokens, gate.data(), pool, options));
-  RETURN_IF_ERROR(kernels::cpu::Matmul(w.up_proj, x, tokens, up.data(), pool, options));
+  // gate and up read the same x: one job over both matrices' rows.
+  const kernels::cpu::MatmulTask gate_up[] = {{&w.gate_proj, x, tokens, gate.data()},
+                                              {&w.up_proj, x, tokens, up.data()}};
+  RETURN_IF_ERROR(kernels::cpu::MatmulBatch(gate_up, pool, options));
   SiluMul(gate.data(), up.data(), tokens * inter);
   return kernels::cpu::Matmul(w.down_proj, gate.data(), tokens, y, pool, options);
 }
@@ -89,11 +91,17 @@ void RouterLogits(const MoeWeights& w, const float* x, int64_t hidden, int64_t n
   });
 }
 
-// One expert's share of a step: its tokens gathered, its output before gating.
-struct ExpertTask {
+// One expert's share of a step: its tokens, their rows of x (gathered unless they are all of x in
+// order), the SwiGLU intermediates and its output before gating.
+struct ExpertWork {
   const MlpWeights* weights = nullptr;
   std::vector<std::pair<int64_t, float>> routed;  // (token, gate)
-  std::vector<float> xs, ys;                      // [m, hidden]
+  const float* x = nullptr;                       // [m, hidden]
+  std::vector<float> xs;                          // the gathered rows x points to, when gathered
+  std::vector<float> gate, up;                    // [m, inter]
+  std::vector<float> ys;                          // [m, hidden]
+  float* y = nullptr;                             // ys, or the layer output for the shared expert
+  int64_t m() const { return static_cast<int64_t>(routed.size()); }
 };
 
 }  // namespace
@@ -112,47 +120,64 @@ Status MoeForward(const ModelConfig& config, const MoeWeights& w, const float* x
     const Routing r = RouteToken(config, logits.data(), bias);
     for (size_t k = 0; k < r.experts.size(); ++k) by_expert[r.experts[k]].push_back({t, r.gates[k]});
   }
-  // The shared expert first, its rows split over the pool, straight into y: it is the largest
-  // expert (bf16 where routed experts are int4) and at decode it would otherwise leave one thread
-  // an expert more than the other (9 experts on 2 threads).
+  // Every expert with tokens (the shared one included) in two jobs: gate and up of all of them,
+  // then down of all of them. MatmulBatch splits the rows of all those matrices over the threads
+  // together: at decode each expert is a few GEMVs of a few hundred rows, far too little to wake
+  // the pool for one by one, and whole experts per thread would balance only when the experts
+  // are equally large (the shared expert is bf16 where routed ones are int4). Each output is what
+  // a Matmul per matrix gives, bit for bit.
+  std::vector<ExpertWork> work;
   const bool shared = w.shared_experts.gate_proj.rows() > 0;
   if (shared) {
-    RETURN_IF_ERROR(MlpForward(w.shared_experts, x, tokens, y, pool, options));
+    ExpertWork& s = work.emplace_back();
+    s.weights = &w.shared_experts;
+    s.routed.resize(tokens);
+    s.x = x;
+    s.y = y;
   } else {
     std::fill(y, y + tokens * hidden, 0.0f);
   }
-  // Every routed expert with tokens runs whole on one thread, all of them in one ParallelFor: at
-  // decode each is a few small GEMVs, too small to split across threads and wake the pool for.
-  // Each expert's result is the same on any thread (Matmul rows do not depend on the split).
-  std::vector<ExpertTask> tasks;
   for (int64_t e = 0; e < n_exp; ++e) {
-    if (!by_expert[e].empty()) tasks.push_back({&w.experts[e], std::move(by_expert[e]), {}, {}});
-  }
-  Status status = Status::Ok();
-  std::mutex status_mu;
-  pool->ParallelFor(static_cast<int64_t>(tasks.size()), 1, [&](int64_t begin, int64_t end, int) {
-    thread_local ThreadPool inline_pool(1);  // no threads: Matmul runs on the caller
-    for (int64_t i = begin; i < end; ++i) {
-      ExpertTask& task = tasks[i];
-      const int64_t m = static_cast<int64_t>(task.routed.size());
-      task.ys.resize(m * hidden);
-      task.xs.resize(m * hidden);
-      for (int64_t j = 0; j < m; ++j)
-        std::copy_n(x + task.routed[j].first * hidden, hidden, task.xs.data() + j * hidden);
-      const Status s = MlpForward(*task.weights, task.xs.data(), m, task.ys.data(), &inline_pool, options);
-      if (!s.ok()) {
-        std::lock_guard<std::mutex> lock(status_mu);
-        status = s;
-      }
+    if (by_expert[e].empty()) continue;
+    ExpertWork& ew = work.emplace_back();
+    ew.weights = &w.experts[e];
+    ew.routed = std::move(by_expert[e]);
+    bool all_in_order = ew.m() == tokens;
+    for (int64_t j = 0; all_in_order && j < ew.m(); ++j) all_in_order = ew.routed[j].first == j;
+    if (all_in_order) {
+      ew.x = x;
+    } else {
+      ew.xs.resize(ew.m() * hidden);
+      for (int64_t j = 0; j < ew.m(); ++j)
+        std::copy_n(x + ew.routed[j].first * hidden, hidden, ew.xs.data() + j * hidden);
+      ew.x = ew.xs.data();
     }
-  });
-  RETURN_IF_ERROR(status);
-  // Summed in the order of the serial version: shared expert, then routed experts by index.
-  for (const ExpertTask& task : tasks) {
-    for (size_t j = 0; j < task.routed.size(); ++j) {
-      float* out = y + task.routed[j].first * hidden;
-      const float gate = task.routed[j].second;
-      for (int64_t k = 0; k < hidden; ++k) out[k] += gate * task.ys[j * hidden + k];
+    ew.ys.resize(ew.m() * hidden);
+    ew.y = ew.ys.data();
+  }
+  std::vector<kernels::cpu::MatmulTask> jobs;
+  for (ExpertWork& ew : work) {
+    const int64_t inter = ew.weights->gate_proj.rows();
+    ew.gate.resize(ew.m() * inter);
+    ew.up.resize(ew.m() * inter);
+    jobs.push_back({&ew.weights->gate_proj, ew.x, ew.m(), ew.gate.data()});
+    jobs.push_back({&ew.weights->up_proj, ew.x, ew.m(), ew.up.data()});
+  }
+  RETURN_IF_ERROR(kernels::cpu::MatmulBatch(jobs, pool, options));
+  jobs.clear();
+  for (ExpertWork& ew : work) {
+    SiluMul(ew.gate.data(), ew.up.data(), static_cast<int64_t>(ew.gate.size()));
+    jobs.push_back({&ew.weights->down_proj, ew.gate.data(), ew.m(), ew.y});
+  }
+  RETURN_IF_ERROR(kernels::cpu::MatmulBatch(jobs, pool, options));
+  // Summed in the order of the serial version: shared expert (already in y), then routed experts
+  // by index.
+  for (size_t i = shared ? 1 : 0; i < work.size(); ++i) {
+    const ExpertWork& ew = work[i];
+    for (size_t j = 0; j < ew.routed.size(); ++j) {
+      float* out = y + ew.routed[j].first * hidden;
+      const float gate = ew.routed[j].second;
+      for (int64_t k = 0; k < hidden; ++k) out[k] += gate * ew.ys[j * hidden + k];
     }
   }
   return Status::Ok();
