@@ -5,6 +5,9 @@
 //       Each step feeds another token id, so the routed experts change from step to step.
 //   decode/.../batch:1/threads:T/cold            the same with every cache evicted before each
 //       step (untimed): the weights come from DRAM, like the read-bandwidth probe's.
+//   decode/.../batch:B/threads:T/integrity       the same step preceded by the KV integrity check
+//       the engine runs before every step (TagTracker::VerifyBatch over every page of the batch):
+//       its cost is the ratio to the plain row.
 //   prefill/<weights>/kv:<kv>/threads:T         one 512-token prompt from an empty cache.
 // Counters: tok/s; at batch 1 also bytes/token (weights actually streamed for one token: the
 // attention Linears, the dense MLP or the shared expert, the router and num_experts_per_tok
@@ -25,6 +28,7 @@
 #include "engine/bench/read_bandwidth.h"
 #include "engine/core/thread_pool.h"
 #include "engine/formats/float_codecs.h"
+#include "engine/kv/integrity_tracker.h"
 #include "engine/kv/page_pool.h"
 #include "engine/model/dummy_model.h"
 #include "engine/model/forward.h"
@@ -167,11 +171,23 @@ void EvictCaches() {
   benchmark::DoNotOptimize(sum);
 }
 
+enum class DecodeMode { kWarm, kCold, kIntegrity };
+
 void BM_Decode(benchmark::State& state, WeightFormat f, KvCacheDtype dtype, int64_t batch, int threads,
-               bool cold) {
+               DecodeMode mode) {
   const ModelWeights& m = Model(f);
   Setup s = MakeSetup(m, dtype, batch, kContext + 1, threads);
   FillContext(s.kv.get(), m.config, &s.seqs, kContext);
+  // The integrity tables as the engine keeps them: every page allocated once, each sequence's
+  // pages mapped to its request.
+  kv::TagTracker tracker(s.kv->num_pages());
+  std::vector<kv::RequestId> requests(batch);
+  for (int64_t b = 0; b < batch; ++b) {
+    requests[b] = static_cast<kv::RequestId>(b + 1);
+    tracker.OnPagesAllocated(s.seqs[b].pages);
+    tracker.MapPages(requests[b], 0, s.seqs[b].pages);
+  }
+  kv::VerifyResult verified;
   std::vector<int32_t> ids(batch);
   std::vector<StepInput> inputs(batch);
   for (int64_t b = 0; b < batch; ++b) {
@@ -188,10 +204,14 @@ void BM_Decode(benchmark::State& state, WeightFormat f, KvCacheDtype dtype, int6
     for (int64_t b = 0; b < batch; ++b)
       ids[b] = static_cast<int32_t>((b * 7919 + step * 104729 + 1) % m.config.vocab_size);
     ++step;
-    if (cold) {
+    if (mode == DecodeMode::kCold) {
       state.PauseTiming();
       EvictCaches();
       state.ResumeTiming();
+    }
+    if (mode == DecodeMode::kIntegrity) {
+      tracker.VerifyBatch(requests, &verified);
+      if (!verified.ok()) state.SkipWithError("integrity check failed");
     }
     for (KvSequence& seq : s.seqs) seq.num_tokens = kContext;
     const Status st = s.runner->Forward(inputs, options, &logits);
@@ -234,11 +254,17 @@ void RegisterAll() {
         for (int64_t batch : {1, 8, 32}) {
           const std::string name =
               "decode/" + tail + "/batch:" + std::to_string(batch) + "/threads:" + std::to_string(threads);
-          benchmark::RegisterBenchmark(name.c_str(), BM_Decode, f, kv, batch, threads, false)
+          benchmark::RegisterBenchmark(name.c_str(), BM_Decode, f, kv, batch, threads, DecodeMode::kWarm)
               ->UseRealTime()
               ->Unit(benchmark::kMillisecond);
           if (batch == 1) {
-            benchmark::RegisterBenchmark((name + "/cold").c_str(), BM_Decode, f, kv, batch, threads, true)
+            benchmark::RegisterBenchmark((name + "/cold").c_str(), BM_Decode, f, kv, batch, threads,
+                                         DecodeMode::kCold)
+                ->UseRealTime()
+                ->Unit(benchmark::kMillisecond);
+          } else {
+            benchmark::RegisterBenchmark((name + "/integrity").c_str(), BM_Decode, f, kv, batch, threads,
+                                         DecodeMode::kIntegrity)
                 ->UseRealTime()
                 ->Unit(benchmark::kMillisecond);
           }
