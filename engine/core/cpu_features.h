@@ -17,6 +17,9 @@ struct CpuFeatures {
 
   // True when the AVX2+FMA+F16C kernels may run.
   bool HasAvx2Kernels() const { return avx2 && fma && f16c; }
+  // True when the AVX-512 GEMV kernels may run (compiled for F/BW/VL/DQ/VNNI: every CPU with
+  // AVX-512 BW and VNNI also has VL and DQ).
+  bool HasAvx512Kernels() const { return avx512f && avx512bw && avx512vnni && fma; }
   // "avx2 fma f16c" etc., for logs and `tandem version`.
   std::string ToString() const;
 };

@@ -12,13 +12,46 @@ namespace {
 // Rows handed to one thread at a time: whole GEMM panels, and enough GEMV rows to amortize.
 constexpr int64_t kRowGrain = 16;
 
-bool UseAvx2(const MatmulOptions& options) {
+enum class Isa { kPortable, kAvx2, kAvx512 };
+
+Isa PickIsa(const MatmulOptions& options) {
 #if defined(TANDEM_HAVE_AVX2_KERNELS)
-  return !options.force_portable && HostCpuFeatures().HasAvx2Kernels();
+  const CpuFeatures& cpu = HostCpuFeatures();
+  if (options.force_portable || !cpu.HasAvx2Kernels()) return Isa::kPortable;
+#if defined(TANDEM_HAVE_AVX512_KERNELS)
+  if (options.allow_avx512 && cpu.HasAvx512Kernels()) return Isa::kAvx512;
+#endif
+  return Isa::kAvx2;
 #else
   (void)options;
-  return false;
+  return Isa::kPortable;
 #endif
+}
+
+#if defined(TANDEM_HAVE_AVX2_KERNELS)
+// One ISA's GEMV kernels and the activation order its INT4 kernel reads.
+struct GemvKernels {
+  void (*bf16)(const PackedWeight&, const float*, int64_t, float*, int64_t, int64_t);
+  void (*fp8)(const PackedWeight&, const float*, int64_t, float*, int64_t, int64_t);
+  void (*int4)(const PackedWeight&, const QuantizedActivations&, float*, int64_t, int64_t);
+  ActivationOrder int4_order;
+};
+
+GemvKernels KernelsFor(Isa isa) {
+#if defined(TANDEM_HAVE_AVX512_KERNELS)
+  if (isa == Isa::kAvx512)
+    return {avx512::GemvBf16, avx512::GemvFp8, avx512::GemvInt4, ActivationOrder::kPairs};
+#endif
+  (void)isa;
+  return {avx2::GemvBf16, avx2::GemvFp8, avx2::GemvInt4, ActivationOrder::kNatural};
+}
+#endif
+
+// Where element k of an activation row lands in QuantizedActivations::q16 / q8 (see ActivationOrder).
+int64_t QuantizedPosition(int64_t k, ActivationOrder order) {
+  if (order == ActivationOrder::kNatural) return k;
+  const int64_t g = k / kInt4GroupSize, e = k % kInt4GroupSize;
+  return (g / 2) * 64 + (e / 16) * 32 + (g % 2) * 16 + e % 16;
 }
 
 // One weight row decoded to fp32 (the portable path's inner step).
@@ -68,13 +101,15 @@ void GemvRowsPortable(const PackedWeight& w, const float* x, int64_t m, float* y
 }
 
 void QuantizeActivations(const float* x, int64_t m, int64_t cols, Int4Activation kind,
-                         QuantizedActivations* out) {
+                         QuantizedActivations* out, ActivationOrder order) {
   const int64_t groups = (cols + kInt4GroupSize - 1) / kInt4GroupSize;
   const float qmax = kind == Int4Activation::kInt16 ? 32767.0f : 127.0f;
   out->kind = kind;
+  out->order = order;
   out->m = m;
   out->groups = groups;
-  const size_t padded = static_cast<size_t>(m * groups * kInt4GroupSize);
+  out->row_elements = (order == ActivationOrder::kPairs ? (groups + 7) / 8 * 8 : groups) * kInt4GroupSize;
+  const size_t padded = static_cast<size_t>(m * out->row_elements);
   if (kind == Int4Activation::kInt16) {
     out->q16.assign(padded, 0);
   } else {
@@ -82,6 +117,17 @@ void QuantizeActivations(const float* x, int64_t m, int64_t cols, Int4Activation
   }
   out->scale.resize(static_cast<size_t>(m * groups));
   out->corr.resize(static_cast<size_t>(m * groups));
+#if defined(TANDEM_HAVE_AVX512_KERNELS)
+  if (order == ActivationOrder::kPairs && HostCpuFeatures().HasAvx512Kernels()) {
+    for (int64_t i = 0; i < m; ++i) {
+      void* q = kind == Int4Activation::kInt16 ? static_cast<void*>(out->q16.data() + i * out->row_elements)
+                                               : static_cast<void*>(out->q8.data() + i * out->row_elements);
+      avx512::QuantizeRowPairs(x + i * cols, cols, kind, q, out->scale.data() + i * groups,
+                               out->corr.data() + i * groups);
+    }
+    return;
+  }
+#endif
   for (int64_t i = 0; i < m; ++i) {
     for (int64_t g = 0; g < groups; ++g) {
       const int64_t k0 = g * kInt4GroupSize, k1 = std::min(cols, k0 + kInt4GroupSize);
@@ -92,7 +138,7 @@ void QuantizeActivations(const float* x, int64_t m, int64_t cols, Int4Activation
       int32_t sum = 0;
       for (int64_t k = k0; k < k1; ++k) {
         const float q = std::clamp(std::nearbyint(x[i * cols + k] * inv), -qmax, qmax);
-        const size_t at = static_cast<size_t>(i * groups * kInt4GroupSize + k);
+        const size_t at = static_cast<size_t>(i * out->row_elements + QuantizedPosition(k, order));
         if (kind == Int4Activation::kInt16) {
           out->q16[at] = static_cast<int16_t>(q);
         } else {
@@ -106,7 +152,14 @@ void QuantizeActivations(const float* x, int64_t m, int64_t cols, Int4Activation
   }
 }
 
-const char* MatmulIsa(const MatmulOptions& options) { return UseAvx2(options) ? "avx2" : "portable"; }
+const char* MatmulIsa(const MatmulOptions& options) {
+  switch (PickIsa(options)) {
+    case Isa::kAvx512: return "avx512";
+    case Isa::kAvx2: return "avx2";
+    case Isa::kPortable: break;
+  }
+  return "portable";
+}
 
 Status Matmul(const PackedWeight& w, const float* x, int64_t m, float* y, ThreadPool* pool,
               const MatmulOptions& options) {
@@ -114,7 +167,8 @@ Status Matmul(const PackedWeight& w, const float* x, int64_t m, float* y, Thread
   if (x == nullptr || y == nullptr || pool == nullptr)
     return Status::InvalidArgument("matmul: null argument");
   const int64_t n_total = w.rows();
-  if (!UseAvx2(options)) {
+  const Isa isa = PickIsa(options);
+  if (isa == Isa::kPortable) {
     pool->ParallelFor(n_total, kRowGrain,
                       [&](int64_t n0, int64_t n1, int) { GemvRowsPortable(w, x, m, y, n0, n1); });
     return Status::Ok();
@@ -128,23 +182,24 @@ Status Matmul(const PackedWeight& w, const float* x, int64_t m, float* y, Thread
                       [&](int64_t n0, int64_t n1, int) { avx2::GemmRows(w, packed.data(), m, y, n0, n1); });
     return Status::Ok();
   }
+  const GemvKernels kernels = KernelsFor(isa);
   switch (w.format()) {
     case WeightFormat::kBf16:
       pool->ParallelFor(n_total, kRowGrain,
-                        [&](int64_t n0, int64_t n1, int) { avx2::GemvBf16(w, x, m, y, n0, n1); });
+                        [&](int64_t n0, int64_t n1, int) { kernels.bf16(w, x, m, y, n0, n1); });
       break;
     case WeightFormat::kFp8Block128: {
       std::vector<float> x_prescaled(static_cast<size_t>(m * w.cols()));
       for (size_t i = 0; i < x_prescaled.size(); ++i) x_prescaled[i] = x[i] * avx2::kFp8ActivationPrescale;
       pool->ParallelFor(n_total, kRowGrain, [&](int64_t n0, int64_t n1, int) {
-        avx2::GemvFp8(w, x_prescaled.data(), m, y, n0, n1);
+        kernels.fp8(w, x_prescaled.data(), m, y, n0, n1);
       });
     } break;
     case WeightFormat::kInt4Group32: {
       QuantizedActivations xq;
-      QuantizeActivations(x, m, w.cols(), options.int4_activation, &xq);
+      QuantizeActivations(x, m, w.cols(), options.int4_activation, &xq, kernels.int4_order);
       pool->ParallelFor(n_total, kRowGrain,
-                        [&](int64_t n0, int64_t n1, int) { avx2::GemvInt4(w, xq, y, n0, n1); });
+                        [&](int64_t n0, int64_t n1, int) { kernels.int4(w, xq, y, n0, n1); });
       break;
     }
   }

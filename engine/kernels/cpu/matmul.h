@@ -5,7 +5,8 @@
 // prefill (larger m) dequantizes panels of W into an L1-sized fp32 buffer and runs a
 // register-blocked FMA micro-kernel (GEMM, compute-bound). Activations are fp32 (or bf16 through
 // MatmulBf16), accumulation is fp32. AVX2+FMA+F16C kernels are picked at run time when the CPU
-// has them; a portable C++ path runs elsewhere. The oracle is MatmulRef (double accumulation,
+// has them, and for decode AVX-512 (F/BW/VL/DQ/VNNI) ones where it has those too; a portable C++
+// path runs elsewhere. The oracle is MatmulRef (double accumulation,
 // straight from checkpoint layout).
 
 #include <cstdint>
@@ -64,7 +65,8 @@ enum class Int4Activation { kInt16, kInt8 };
 
 struct MatmulOptions {
   Int4Activation int4_activation = Int4Activation::kInt16;
-  bool force_portable = false;  // ignore AVX2 even when present (tests, benchmarks)
+  bool force_portable = false;  // ignore AVX2 and AVX-512 even when present (tests, benchmarks)
+  bool allow_avx512 = true;     // false: decode takes the AVX2 kernels even where AVX-512 runs
   int64_t gemv_max_batch = 16;  // m above this takes the GEMM path (crossover measured: docs/performance.md)
 };
 
@@ -82,7 +84,8 @@ void MatmulRef(const Bf16WeightView& w, const float* x, int64_t m, float* y);
 void MatmulRef(const Fp8BlockWeightView& w, const float* x, int64_t m, float* y);
 void MatmulRef(const Int4GroupWeightView& w, const float* x, int64_t m, float* y);
 
-// Which implementation Matmul would use on this machine ("avx2" or "portable").
+// Which implementation Matmul's decode (GEMV) path would use on this machine: "avx512", "avx2" or
+// "portable". The GEMM path (m > gemv_max_batch) is AVX2 whenever this is not "portable".
 const char* MatmulIsa(const MatmulOptions& options = {});
 
 }  // namespace tandem::engine::kernels::cpu

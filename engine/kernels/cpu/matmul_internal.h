@@ -2,21 +2,32 @@
 // Shared between matmul.cc (dispatch, portable path) and the ISA-specific kernel files.
 // No intrinsics here: only the files under avx2/ are compiled with -mavx2.
 
+#include <algorithm>
 #include <cstdint>
+#include <type_traits>
 #include <vector>
 
 #include "engine/kernels/cpu/matmul.h"
 
 namespace tandem::engine::kernels::cpu {
 
+// Element order of QuantizedActivations::q16 / q8 within one activation row.
+//   kNatural: element k of group g at g*32 + k (the AVX2 kernels).
+//   kPairs:   groups taken two at a time, each pair (g, g+1) stored as 64 elements
+//             [g 0..15 | g+1 0..15 | g 16..31 | g+1 16..31], rows padded with zero groups to a
+//             multiple of 8 groups (the AVX-512 kernels: one 512-bit load of nibbles covers a pair).
+enum class ActivationOrder { kNatural, kPairs };
+
 // INT4 GEMV activations, quantized once per call and shared by every weight row.
-//   q:    [m, G*32] int16 (kInt16) or int8 (kInt8) in natural element order, zero-padded
+//   q:    [m, row_elements] int16 (kInt16) or int8 (kInt8) in `order`, zero-padded
 //   scale:[m, G]    fp32 dequantization scale per group (x ≈ q * scale)
 //   corr: [m, G]    8 * sum(q) * scale: removes the +8 nibble offset after the unsigned dot
 struct QuantizedActivations {
   Int4Activation kind = Int4Activation::kInt16;
+  ActivationOrder order = ActivationOrder::kNatural;
   int64_t m = 0;
   int64_t groups = 0;
+  int64_t row_elements = 0;  // G*32 (kNatural) or ceil(G/8)*8*32 (kPairs)
   std::vector<int16_t> q16;
   std::vector<int8_t> q8;
   std::vector<float> scale;
@@ -24,7 +35,36 @@ struct QuantizedActivations {
 };
 
 void QuantizeActivations(const float* x, int64_t m, int64_t cols, Int4Activation kind,
-                         QuantizedActivations* out);
+                         QuantizedActivations* out, ActivationOrder order = ActivationOrder::kNatural);
+
+// The GEMV kernels' batching, shared by every ISA: batches above 4 run in slices of 4 activation
+// rows over blocks of kGemvRowBlock weight rows, so each block is read from DRAM once and re-read
+// from L2 by the other slices. slice(i0, rows, n_begin, n_end) with rows in 1..4.
+constexpr int64_t kGemvRowBlock = 16;
+
+template <typename Slice>
+void ForEachSlice(int64_t m, int64_t n0, int64_t n1, const Slice& slice) {
+  if (m <= 4) {
+    slice(0, m, n0, n1);
+    return;
+  }
+  for (int64_t nb = n0; nb < n1; nb += kGemvRowBlock) {
+    const int64_t ne = std::min(n1, nb + kGemvRowBlock);
+    for (int64_t i0 = 0; i0 < m; i0 += 4) slice(i0, std::min<int64_t>(4, m - i0), nb, ne);
+  }
+}
+
+// Calls fn(std::integral_constant<int, M>{}) for M = rows in 1..4: the kernels are templates on M
+// so their accumulators live in registers.
+template <typename Fn>
+void WithRows(int64_t rows, const Fn& fn) {
+  switch (rows) {
+    case 1: fn(std::integral_constant<int, 1>{}); break;
+    case 2: fn(std::integral_constant<int, 2>{}); break;
+    case 3: fn(std::integral_constant<int, 3>{}); break;
+    default: fn(std::integral_constant<int, 4>{}); break;
+  }
+}
 
 // Rows [n0, n1) of y = x · Wᵀ for all m activations.
 void GemvRowsPortable(const PackedWeight& w, const float* x, int64_t m, float* y, int64_t n0, int64_t n1);
@@ -48,5 +88,18 @@ void GemmRows(const PackedWeight& w, const float* packed_x, int64_t m, float* y,
 constexpr int64_t kGemmTileM = 6;
 constexpr int64_t kGemmRowGrain = 64;
 }  // namespace avx2
+
+// AVX-512 (F/BW/VL/DQ/VNNI) GEMV kernels, same contracts as the avx2 ones; decode only (the GEMM
+// path stays AVX2). GemvFp8 takes activations prescaled by avx2::kFp8ActivationPrescale; GemvInt4
+// REQUIRES xq.order == ActivationOrder::kPairs.
+namespace avx512 {
+void GemvBf16(const PackedWeight& w, const float* x, int64_t m, float* y, int64_t n0, int64_t n1);
+void GemvFp8(const PackedWeight& w, const float* x_prescaled, int64_t m, float* y, int64_t n0, int64_t n1);
+void GemvInt4(const PackedWeight& w, const QuantizedActivations& xq, float* y, int64_t n0, int64_t n1);
+// One activation row x[cols] quantized as QuantizeActivations does, bit for bit, into kPairs order:
+// q (int16_t* for kInt16, int8_t* for kInt8) gets ceil(G/2)*64 elements (zero where x has none),
+// scale and corr G floats each.
+void QuantizeRowPairs(const float* x, int64_t cols, Int4Activation kind, void* q, float* scale, float* corr);
+}  // namespace avx512
 
 }  // namespace tandem::engine::kernels::cpu

@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include "engine/formats/float_codecs.h"
+#include "engine/kernels/cpu/matmul_internal.h"
 
 namespace tandem::engine::kernels::cpu {
 namespace {
@@ -134,23 +135,48 @@ struct Path {
   const char* name;
   MatmulOptions options;
   double tolerance_int4;
+  const char* isa;  // what MatmulIsa(options) must say for the path to run here
 };
 
-std::vector<Path> Paths() {
+std::vector<Path> AllPaths() {
   MatmulOptions portable;
   portable.force_portable = true;
-  MatmulOptions simd;
-  MatmulOptions simd_i8;
-  simd_i8.int4_activation = Int4Activation::kInt8;
-  MatmulOptions gemv_all;
-  gemv_all.gemv_max_batch = 1 << 20;  // every batch takes the GEMV path (slices of 4 rows)
+  MatmulOptions avx512;
+  MatmulOptions avx512_i8;
+  avx512_i8.int4_activation = Int4Activation::kInt8;
+  MatmulOptions avx512_gemv_all;
+  avx512_gemv_all.gemv_max_batch = 1 << 20;  // every batch takes the GEMV path (slices of 4 rows)
+  MatmulOptions avx2 = avx512, avx2_i8 = avx512_i8, avx2_gemv_all = avx512_gemv_all;
+  for (MatmulOptions* o : {&avx2, &avx2_i8, &avx2_gemv_all}) o->allow_avx512 = false;
   MatmulOptions gemm_only;
-  gemm_only.gemv_max_batch = 0;  // every batch takes the GEMM path
-  return {{"portable", portable, kNmseFp32Accumulation},
-          {"simd", simd, kNmseInt4Int16},
-          {"simd_int8_act", simd_i8, kNmseInt4Int8},
-          {"gemv_all", gemv_all, kNmseInt4Int16},
-          {"gemm", gemm_only, kNmseFp32Accumulation}};
+  gemm_only.gemv_max_batch = 0;  // every batch takes the GEMM path (AVX2)
+  gemm_only.allow_avx512 = false;
+  return {{"portable", portable, kNmseFp32Accumulation, "portable"},
+          {"avx512", avx512, kNmseInt4Int16, "avx512"},
+          {"avx512_int8_act", avx512_i8, kNmseInt4Int8, "avx512"},
+          {"avx512_gemv_all", avx512_gemv_all, kNmseInt4Int16, "avx512"},
+          {"avx2", avx2, kNmseInt4Int16, "avx2"},
+          {"avx2_int8_act", avx2_i8, kNmseInt4Int8, "avx2"},
+          {"avx2_gemv_all", avx2_gemv_all, kNmseInt4Int16, "avx2"},
+          {"gemm", gemm_only, kNmseFp32Accumulation, "avx2"}};
+}
+
+// The paths this CPU runs: a path whose ISA is missing would silently take another ISA's kernels,
+// so it is left out here and named by MatmulIsaTest.EveryPathRunsHere (skipped, not passed).
+std::vector<Path> Paths() {
+  std::vector<Path> out;
+  for (const Path& p : AllPaths()) {
+    if (std::string(MatmulIsa(p.options)) == p.isa) out.push_back(p);
+  }
+  return out;
+}
+
+TEST(MatmulIsaTest, EveryPathRunsHere) {
+  std::string missing;
+  for (const Path& p : AllPaths()) {
+    if (std::string(MatmulIsa(p.options)) != p.isa) missing += std::string(" ") + p.name;
+  }
+  if (!missing.empty()) GTEST_SKIP() << "this CPU lacks the ISA of these paths, not tested here:" << missing;
 }
 
 void CheckAgainstRef(WeightFormat f, int64_t n, int64_t k, int64_t m, ThreadPool* pool) {
@@ -174,11 +200,18 @@ class MatmulShapesTest : public ::testing::TestWithParam<WeightFormat> {};
 
 TEST_P(MatmulShapesTest, AwkwardShapesMatchReference) {
   ThreadPool pool(2);
+  // K: below one vector, multiples of 16 / 32 / 64 but not of the next power, odd INT4 group
+  // counts, partial last blocks of 8 groups; N: not a multiple of the 4 rows streamed together.
   for (int64_t n : {1, 17, 97, 130}) {
-    for (int64_t k : {1, 17, 97, 128, 300}) {
+    for (int64_t k : {1, 17, 48, 96, 97, 128, 300, 320, 700}) {
       for (int64_t m : {1, 2, 3, 4, 5, 7, 13}) CheckAgainstRef(GetParam(), n, k, m, &pool);
     }
   }
+}
+
+TEST_P(MatmulShapesTest, EveryDecodeBatchMatchesReference) {
+  ThreadPool pool(2);
+  for (int64_t m = 1; m <= 16; ++m) CheckAgainstRef(GetParam(), 37, 333, m, &pool);
 }
 
 TEST_P(MatmulShapesTest, LargeDecodeShapeMatchesReference) {
@@ -196,20 +229,33 @@ INSTANTIATE_TEST_SUITE_P(AllFormats, MatmulShapesTest,
                                            WeightFormat::kInt4Group32),
                          [](const auto& info) { return std::string(WeightFormatName(info.param)); });
 
+// The SIMD paths (default INT4 activations) each ISA on this CPU runs.
+std::vector<Path> SimdPaths() {
+  std::vector<Path> out;
+  for (const Path& p : Paths()) {
+    if (std::string(p.name) == "avx512" || std::string(p.name) == "avx2") out.push_back(p);
+  }
+  return out;
+}
+
 TEST(MatmulTest, FullSizeExpertShapeBatchOne) {
-  // The benchmark shape (Kimi's dense MLP scale): 4096 x 14336, every format, SIMD path.
+  // The benchmark shape (Kimi's dense MLP scale): 4096 x 14336, every format, SIMD paths.
   ThreadPool pool(2);
   for (WeightFormat f : {WeightFormat::kBf16, WeightFormat::kFp8Block128, WeightFormat::kInt4Group32}) {
     TestWeight w(f, 4096, 14336, 5);
     StatusOr<PackedWeight> packed = w.Pack();
     ASSERT_TRUE(packed.ok());
     std::vector<float> x = RandomActivations(1, 14336, 9);
-    std::vector<float> want(4096), got(4096);
+    std::vector<float> want(4096);
     w.Ref(x.data(), 1, want.data());
-    ASSERT_TRUE(Matmul(*packed, x.data(), 1, got.data(), &pool).ok());
-    EXPECT_LE(Nmse(got, want, w.Energy(x.data(), 1)),
-              f == WeightFormat::kInt4Group32 ? kNmseInt4Int16 : kNmseFp32Accumulation)
-        << WeightFormatName(f);
+    const double energy = w.Energy(x.data(), 1);
+    for (const Path& path : SimdPaths()) {
+      std::vector<float> got(4096, std::nanf(""));
+      ASSERT_TRUE(Matmul(*packed, x.data(), 1, got.data(), &pool, path.options).ok());
+      EXPECT_LE(Nmse(got, want, energy),
+                f == WeightFormat::kInt4Group32 ? kNmseInt4Int16 : kNmseFp32Accumulation)
+          << WeightFormatName(f) << " path " << path.name;
+    }
   }
 }
 
@@ -222,10 +268,52 @@ TEST(MatmulTest, Fp8ExtremeActivationScales) {
   for (float scale : {1e-8f, 1e-4f, 1.0f, 1e4f, 1e8f}) {
     std::vector<float> x = RandomActivations(1, 384, 12);
     for (float& v : x) v *= scale;
-    std::vector<float> want(64), got(64);
+    std::vector<float> want(64);
     w.Ref(x.data(), 1, want.data());
-    ASSERT_TRUE(Matmul(packed, x.data(), 1, got.data(), &pool).ok());
-    EXPECT_LE(Nmse(got, want, w.Energy(x.data(), 1)), kNmseFp32Accumulation) << "activation scale " << scale;
+    for (const Path& path : SimdPaths()) {
+      std::vector<float> got(64, std::nanf(""));
+      ASSERT_TRUE(Matmul(packed, x.data(), 1, got.data(), &pool, path.options).ok());
+      EXPECT_LE(Nmse(got, want, w.Energy(x.data(), 1)), kNmseFp32Accumulation)
+          << "activation scale " << scale << " path " << path.name;
+    }
+  }
+}
+
+// The pair order the AVX-512 INT4 kernels read holds the same quantized values, scales and
+// corrections as the natural order (bit for bit: with AVX-512 it is filled by vector code), each
+// element where ActivationOrder documents it, zeros elsewhere.
+TEST(MatmulTest, PairOrderActivationsMatchNaturalOrder) {
+  const int64_t m = 3, cols = 300, groups = 10;  // a partial last group; 10 groups pad to 16
+  std::vector<float> x = RandomActivations(m, cols, 21);
+  x[5] = 0.0f;
+  for (int64_t k = 32; k < 64; ++k) x[static_cast<size_t>(k)] = 0.0f;  // an all-zero group
+  for (Int4Activation kind : {Int4Activation::kInt16, Int4Activation::kInt8}) {
+    QuantizedActivations natural, pairs;
+    QuantizeActivations(x.data(), m, cols, kind, &natural, ActivationOrder::kNatural);
+    QuantizeActivations(x.data(), m, cols, kind, &pairs, ActivationOrder::kPairs);
+    ASSERT_EQ(natural.row_elements, groups * 32);
+    ASSERT_EQ(pairs.row_elements, 16 * 32);
+    EXPECT_EQ(natural.scale, pairs.scale);
+    EXPECT_EQ(natural.corr, pairs.corr);
+    const bool i16 = kind == Int4Activation::kInt16;
+    auto q = [&](const QuantizedActivations& a, int64_t at) {
+      return i16 ? a.q16[static_cast<size_t>(at)] : a.q8[static_cast<size_t>(at)];
+    };
+    int64_t nonzero_natural = 0, nonzero_pairs = 0;
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t k = 0; k < cols; ++k) {
+        const int64_t g = k / 32, e = k % 32;
+        const int64_t at = (g / 2) * 64 + (e < 16 ? 0 : 32) + (g % 2) * 16 + e % 16;
+        ASSERT_EQ(q(natural, i * natural.row_elements + k), q(pairs, i * pairs.row_elements + at))
+            << "row " << i << " element " << k;
+      }
+      for (int64_t at = 0; at < natural.row_elements; ++at)
+        nonzero_natural += q(natural, i * natural.row_elements + at) != 0;
+      for (int64_t at = 0; at < pairs.row_elements; ++at)
+        nonzero_pairs += q(pairs, i * pairs.row_elements + at) != 0;
+    }
+    EXPECT_EQ(nonzero_natural, nonzero_pairs);
+    EXPECT_GT(nonzero_natural, m * (cols - 40) * 9 / 10);
   }
 }
 

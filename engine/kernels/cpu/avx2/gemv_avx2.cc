@@ -266,34 +266,6 @@ void GemvInt4Rows(const PackedWeight& w, const QuantizedActivations& xq, int64_t
 
 }  // namespace
 
-// Batches above 4 run in slices of 4 activation rows over blocks of kGemvRowBlock weight rows, so
-// each block is read from DRAM once and re-read from L2 by the other slices.
-constexpr int64_t kGemvRowBlock = 16;
-
-template <typename Slice>
-void ForEachSlice(int64_t m, int64_t n0, int64_t n1, const Slice& slice) {
-  if (m <= 4) {
-    slice(0, m, n0, n1);
-    return;
-  }
-  for (int64_t nb = n0; nb < n1; nb += kGemvRowBlock) {
-    const int64_t ne = std::min(n1, nb + kGemvRowBlock);
-    for (int64_t i0 = 0; i0 < m; i0 += 4) slice(i0, std::min<int64_t>(4, m - i0), nb, ne);
-  }
-}
-
-// Calls fn(std::integral_constant<int, M>{}) for M = rows in 1..4: the kernels are templates on M
-// so their accumulators live in registers.
-template <typename Fn>
-void WithRows(int64_t rows, const Fn& fn) {
-  switch (rows) {
-    case 1: fn(std::integral_constant<int, 1>{}); break;
-    case 2: fn(std::integral_constant<int, 2>{}); break;
-    case 3: fn(std::integral_constant<int, 3>{}); break;
-    default: fn(std::integral_constant<int, 4>{}); break;
-  }
-}
-
 void GemvBf16(const PackedWeight& w, const float* x, int64_t m, float* y, int64_t n0, int64_t n1) {
   ForEachSlice(m, n0, n1, [&](int64_t i0, int64_t rows, int64_t b, int64_t e) {
     WithRows(rows, [&](auto kM) { GemvBf16Rows<kM>(w, x + i0 * w.cols(), y + i0 * w.rows(), b, e); });
