@@ -4,9 +4,12 @@
 //   - read bandwidth: 512 MiB streamed read-only by 2 threads with 4 independent streams each;
 //   - fp32 FMA peak: independent register FMA chains on every thread.
 // Each GEMV reports weight GB/s (checkpoint bytes: weights + scales) and `bw_frac`, that rate over
-// the measured read bandwidth; each GEMM reports GFLOP/s and `fma_frac`.
+// the measured read bandwidth; each GEMM reports GFLOP/s and `fma_frac`. GEMV rows come in pairs,
+// avx512:1 (MatmulOptions::allow_avx512, the default) then avx512:0 (the AVX2 kernels), so one run
+// gives the ratio; the label says which kernels ran (avx2 on a CPU without AVX-512).
 //
 //   build/engine/matmul_bench [--benchmark_filter=gemv/int4] [--benchmark_min_time=0.5s]
+//   build/engine/matmul_bench --benchmark_filter='gemv/.*batch:1/' --benchmark_min_time=0.3s
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -116,7 +119,12 @@ struct WeightSet {
   int64_t checkpoint_bytes = 0;  // per matrix: weights + scales as a checkpoint stores them
 };
 
-PackedWeight MakeWeight(WeightFormat f, int64_t n, int64_t k, uint64_t seed, int64_t* checkpoint_bytes) {
+// Random weights. FP8 codes are uniform over the non-NaN codes, so one in 16 is an e4m3 subnormal
+// (exponent 0); with fp8_subnormals false those take exponent 1 instead, as in real checkpoints,
+// where block scaling leaves almost no weight below 2^-6 of the block's largest. (Kernels that turn
+// them into fp32 subnormals pay a microcode assist per FMA on Intel cores.)
+PackedWeight MakeWeight(WeightFormat f, int64_t n, int64_t k, uint64_t seed, int64_t* checkpoint_bytes,
+                        bool fp8_subnormals = true) {
   uint64_t s = seed * 0x9e3779b97f4a7c15ull + 1;
   switch (f) {
     case WeightFormat::kBf16: {
@@ -133,6 +141,7 @@ PackedWeight MakeWeight(WeightFormat f, int64_t n, int64_t k, uint64_t seed, int
       for (auto& v : w) {
         v = static_cast<uint8_t>(NextRandom(&s));
         if ((v & 0x7f) == 0x7f) v ^= 1;
+        if (!fp8_subnormals && (v & 0x78) == 0 && (v & 0x07) != 0) v |= 0x08;
       }
       std::vector<float> scale(static_cast<size_t>(Fp8ScaleRows(n) * Fp8ScaleCols(k)), 1e-3f);
       *checkpoint_bytes = n * k + static_cast<int64_t>(scale.size()) * 4;
@@ -150,18 +159,21 @@ PackedWeight MakeWeight(WeightFormat f, int64_t n, int64_t k, uint64_t seed, int
 }
 
 // Enough distinct matrices of one shape that cycling through them streams from DRAM.
-const WeightSet& Weights(WeightFormat f, int64_t n, int64_t k) {
+const WeightSet& Weights(WeightFormat f, int64_t n, int64_t k, bool fp8_subnormals) {
   static std::vector<std::pair<std::string, std::unique_ptr<WeightSet>>> cache;
-  const std::string key = std::string(WeightFormatName(f)) + std::to_string(n) + "x" + std::to_string(k);
+  const std::string key = std::string(WeightFormatName(f)) + std::to_string(n) + "x" + std::to_string(k) +
+                          (fp8_subnormals ? "" : "/normal");
   for (auto& [name, set] : cache) {
     if (name == key) return *set;
   }
   auto set = std::make_unique<WeightSet>();
   int64_t bytes = 0;
-  set->matrices.push_back(MakeWeight(f, n, k, 1, &bytes));
+  set->matrices.push_back(MakeWeight(f, n, k, 1, &bytes, fp8_subnormals));
   set->checkpoint_bytes = bytes;
   const int64_t count = std::max<int64_t>(2, (kWorkingSetBytes + bytes - 1) / bytes);
-  for (int64_t i = 1; i < count; ++i) set->matrices.push_back(MakeWeight(f, n, k, i + 1, &bytes));
+  for (int64_t i = 1; i < count; ++i) {
+    set->matrices.push_back(MakeWeight(f, n, k, i + 1, &bytes, fp8_subnormals));
+  }
   cache.emplace_back(key, std::move(set));
   return *cache.back().second;
 }
@@ -171,13 +183,15 @@ ThreadPool& Pool(int threads) {
   return threads == 1 ? one : two;
 }
 
-void BM_Gemv(benchmark::State& state, WeightFormat f, int64_t n, int64_t k, Int4Activation act) {
+void BM_Gemv(benchmark::State& state, WeightFormat f, int64_t n, int64_t k, Int4Activation act,
+             bool fp8_subnormals) {
   const int64_t batch = state.range(0);
   const int threads = static_cast<int>(state.range(1));
-  const WeightSet& set = Weights(f, n, k);
+  const WeightSet& set = Weights(f, n, k, fp8_subnormals);
   std::vector<float> x(static_cast<size_t>(batch * k), 0.5f), y(static_cast<size_t>(batch * n));
   MatmulOptions options;
   options.int4_activation = act;
+  options.allow_avx512 = state.range(2) != 0;
   if (const char* env = std::getenv("TANDEM_BENCH_GEMV_MAX_BATCH")) options.gemv_max_batch = std::atoi(env);
   size_t next = 0;
   for (auto _ : state) {
@@ -192,7 +206,30 @@ void BM_Gemv(benchmark::State& state, WeightFormat f, int64_t n, int64_t k, Int4
       benchmark::Counter(bytes / MeasuredReadBandwidth(), benchmark::Counter::kIsRate);
   state.counters["GFLOP/s"] = benchmark::Counter(
       2e-9 * batch * n * k * static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
-  state.SetLabel(std::string(MatmulIsa()) + (batch > options.gemv_max_batch ? " gemm-path" : " gemv-path"));
+  state.SetLabel(batch > options.gemv_max_batch ? "avx2 gemm-path"
+                                                : std::string(MatmulIsa(options)) + " gemv-path");
+}
+
+// Batch-1 GEMV over one small matrix read again and again (cache-resident after the first call):
+// the kernels' decode rate without DRAM in the way, i.e. what a core can consume.
+void BM_GemvResident(benchmark::State& state, WeightFormat f, int64_t n, int64_t k, bool fp8_subnormals) {
+  const int threads = static_cast<int>(state.range(0));
+  int64_t bytes = 0;
+  static std::vector<std::unique_ptr<PackedWeight>> keep;
+  keep.push_back(std::make_unique<PackedWeight>(MakeWeight(f, n, k, 3, &bytes, fp8_subnormals)));
+  const PackedWeight& w = *keep.back();
+  std::vector<float> x(static_cast<size_t>(k), 0.5f), y(static_cast<size_t>(n));
+  MatmulOptions options;
+  options.allow_avx512 = state.range(1) != 0;
+  for (auto _ : state) {
+    const Status s = Matmul(w, x.data(), 1, y.data(), &Pool(threads), options);
+    if (!s.ok()) state.SkipWithError(s.ToString().c_str());
+    benchmark::ClobberMemory();
+  }
+  state.counters["weight_GB/s"] =
+      benchmark::Counter(static_cast<double>(bytes) * 1e-9 * static_cast<double>(state.iterations()),
+                         benchmark::Counter::kIsRate);
+  state.SetLabel(std::string(MatmulIsa(options)) + " gemv-path");
 }
 
 void BM_Gemm(benchmark::State& state, WeightFormat f, int64_t n, int64_t k) {
@@ -238,19 +275,48 @@ void RegisterAll() {
   // The decode shape: W[4096, 14336] (N x K), batch 1..64.
   for (const auto& fmt : formats) {
     auto* b = benchmark::RegisterBenchmark((std::string("gemv/") + fmt.name + "/4096x14336").c_str(), BM_Gemv,
-                                           fmt.f, 4096, 14336, Int4Activation::kInt16);
-    b->ArgNames({"batch", "threads"})->Unit(benchmark::kMillisecond)->UseRealTime();
-    for (int64_t batch : {1, 4, 16, 64}) {
-      for (int64_t t : {1, 2}) b->Args({batch, t});
+                                           fmt.f, 4096, 14336, Int4Activation::kInt16, true);
+    b->ArgNames({"batch", "threads", "avx512"})->Unit(benchmark::kMillisecond)->UseRealTime();
+    for (int64_t batch : {1, 4, 16}) {
+      for (int64_t t : {1, 2}) b->Args({batch, t, 1})->Args({batch, t, 0});
     }
+    for (int64_t t : {1, 2}) b->Args({64, t, 0});  // the GEMM path, AVX2 either way
   }
   benchmark::RegisterBenchmark("gemv/int4_act8/4096x14336", BM_Gemv, WeightFormat::kInt4Group32, 4096, 14336,
-                               Int4Activation::kInt8)
-      ->ArgNames({"batch", "threads"})
-      ->Args({1, 1})
-      ->Args({1, 2})
+                               Int4Activation::kInt8, true)
+      ->ArgNames({"batch", "threads", "avx512"})
+      ->Args({1, 1, 1})
+      ->Args({1, 1, 0})
+      ->Args({1, 2, 1})
+      ->Args({1, 2, 0})
       ->Unit(benchmark::kMillisecond)
       ->UseRealTime();
+  benchmark::RegisterBenchmark("gemv/fp8_no_subnormals/4096x14336", BM_Gemv, WeightFormat::kFp8Block128, 4096,
+                               14336, Int4Activation::kInt16, false)
+      ->ArgNames({"batch", "threads", "avx512"})
+      ->Args({1, 1, 1})
+      ->Args({1, 1, 0})
+      ->Args({1, 2, 1})
+      ->Args({1, 2, 0})
+      ->Unit(benchmark::kMillisecond)
+      ->UseRealTime();
+  // Cache-resident batch-1 GEMV: W[1024, 2048] (bf16 4 MiB, fp8 2 MiB, int4 1 MiB).
+  for (const auto& fmt : formats) {
+    for (bool subnormals : {true, false}) {
+      if (!subnormals && fmt.f != WeightFormat::kFp8Block128) continue;
+      const std::string name =
+          std::string("gemv_resident/") + fmt.name + (subnormals ? "" : "_no_subnormals");
+      benchmark::RegisterBenchmark((name + "/1024x2048").c_str(), BM_GemvResident, fmt.f, 1024, 2048,
+                                   subnormals)
+          ->ArgNames({"threads", "avx512"})
+          ->Args({1, 1})
+          ->Args({1, 0})
+          ->Args({2, 1})
+          ->Args({2, 0})
+          ->Unit(benchmark::kMicrosecond)
+          ->UseRealTime();
+    }
+  }
   // The prefill shape: M = 512 tokens through W[4096, 4096].
   for (const auto& fmt : formats) {
     benchmark::RegisterBenchmark((std::string("gemm/") + fmt.name + "/4096x4096").c_str(), BM_Gemm, fmt.f,
