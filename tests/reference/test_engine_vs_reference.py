@@ -49,7 +49,7 @@ TOOL = os.environ.get("MODEL_LOGITS_TOOL", "")
 VARIANTS = sorted(make_tiny_checkpoint.VARIANTS)
 STEPS = 32
 ISSUE_RTOL = 1e-2   # the issue's bound for the BF16 path
-ENGINE_RTOL = 1e-3  # engine vs the BF16-KV reference: measured <= 3.4e-4 (fp32 sums, FMA, vs float64)
+ENGINE_RTOL = 1e-3  # engine vs the BF16-KV reference: measured <= 6.3e-4 (fp32 sums, FMA, vs float64)
 # Same-format references for FP8 KV, INT4 experts, FP8 weights: measured <= 1.4e-3. INT4 GEMV rounds
 # activations to int16 (~2e-5 per matmul), and wherever the float32 engine and the float64 reference
 # land on different sides of a BF16 rounding boundary of a cached latent value, every later row of

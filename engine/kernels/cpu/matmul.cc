@@ -1,9 +1,11 @@
 #include <algorithm>
 #include <cmath>
+#include <span>
 #include <string>
 
 #include "engine/core/cpu_features.h"
 #include "engine/formats/float_codecs.h"
+#include "engine/kernels/cpu/matmul_batch.h"
 #include "engine/kernels/cpu/matmul_internal.h"
 
 namespace tandem::engine::kernels::cpu {
@@ -152,6 +154,102 @@ void QuantizeActivations(const float* x, int64_t m, int64_t cols, Int4Activation
   }
 }
 
+namespace {
+
+// Bytes of weights one unit of a batch's split stands for: rows are handed to threads by the
+// bytes they stream, so a bf16 row counts ~3.5x an int4 row of the same width.
+constexpr int64_t kUnitBytes = 64;
+constexpr int64_t kUnitGrain = 64;  // 4 KiB of weights: the smallest piece a thread is handed
+
+// A decode-sized task with its activations prepared for its format's kernel.
+struct GemvJob {
+  const MatmulTask* task = nullptr;
+  const float* x = nullptr;                  // bf16 and portable: task->x; fp8: prescaled
+  const QuantizedActivations* xq = nullptr;  // int4
+  int64_t first_unit = 0;
+  int64_t units_per_row = 1;
+};
+
+// Activations prepared once for every task that reads the same rows in the same format.
+struct PreparedActivations {
+  const float* x = nullptr;
+  int64_t m = 0, cols = 0;
+  WeightFormat format = WeightFormat::kBf16;
+  std::vector<float> prescaled;  // fp8
+  QuantizedActivations xq;       // int4
+};
+
+// Rows [n0, n1) of one job.
+void RunGemvRows(Isa isa, const GemvJob& job, int64_t n0, int64_t n1) {
+  const MatmulTask& t = *job.task;
+  if (isa == Isa::kPortable) {
+    GemvRowsPortable(*t.w, t.x, t.m, t.y, n0, n1);
+    return;
+  }
+#if defined(TANDEM_HAVE_AVX2_KERNELS)
+  const GemvKernels kernels = KernelsFor(isa);
+  switch (t.w->format()) {
+    case WeightFormat::kBf16: kernels.bf16(*t.w, job.x, t.m, t.y, n0, n1); break;
+    case WeightFormat::kFp8Block128: kernels.fp8(*t.w, job.x, t.m, t.y, n0, n1); break;
+    case WeightFormat::kInt4Group32: kernels.int4(*t.w, *job.xq, t.y, n0, n1); break;
+  }
+#endif
+}
+
+// Every task (all with m <= gemv_max_batch) in one ParallelFor over their rows, weighted by bytes.
+void RunGemvBatch(std::span<const MatmulTask* const> tasks, Isa isa, ThreadPool* pool,
+                  const MatmulOptions& options) {
+  std::vector<PreparedActivations> prepared;
+  prepared.reserve(tasks.size());  // stable addresses: jobs point into it
+  std::vector<GemvJob> jobs(tasks.size());
+  int64_t units = 0;
+  for (size_t i = 0; i < tasks.size(); ++i) {
+    const MatmulTask& t = *tasks[i];
+    GemvJob& job = jobs[i];
+    job.task = &t;
+    job.x = t.x;
+    const WeightFormat f = t.w->format();
+    if (isa != Isa::kPortable && f != WeightFormat::kBf16) {
+      auto same = std::find_if(prepared.begin(), prepared.end(), [&](const PreparedActivations& p) {
+        return p.x == t.x && p.m == t.m && p.cols == t.w->cols() && p.format == f;
+      });
+      if (same == prepared.end()) {
+        PreparedActivations& p = prepared.emplace_back();
+        p.x = t.x, p.m = t.m, p.cols = t.w->cols(), p.format = f;
+#if defined(TANDEM_HAVE_AVX2_KERNELS)
+        if (f == WeightFormat::kFp8Block128) {
+          p.prescaled.resize(static_cast<size_t>(t.m * t.w->cols()));
+          for (size_t k = 0; k < p.prescaled.size(); ++k)
+            p.prescaled[k] = t.x[k] * avx2::kFp8ActivationPrescale;
+        } else {
+          QuantizeActivations(t.x, t.m, t.w->cols(), options.int4_activation, &p.xq,
+                              KernelsFor(isa).int4_order);
+        }
+#endif
+        same = prepared.end() - 1;
+      }
+      job.x = same->prescaled.data();
+      job.xq = &same->xq;
+    }
+    job.first_unit = units;
+    job.units_per_row =
+        std::max<int64_t>(1, t.w->StreamedBytes() / std::max<int64_t>(1, t.w->rows()) / kUnitBytes);
+    units += job.units_per_row * t.w->rows();
+  }
+  // A unit boundary u falls in row ceil((u - first_unit) / units_per_row) of a job, the same row
+  // for the chunks on either side: every row runs exactly once.
+  pool->ParallelFor(units, kUnitGrain, [&](int64_t u0, int64_t u1, int) {
+    for (const GemvJob& job : jobs) {
+      const int64_t rows = job.task->w->rows(), upr = job.units_per_row;
+      const int64_t n0 = std::clamp<int64_t>((u0 - job.first_unit + upr - 1) / upr, 0, rows);
+      const int64_t n1 = std::clamp<int64_t>((u1 - job.first_unit + upr - 1) / upr, 0, rows);
+      if (n0 < n1) RunGemvRows(isa, job, n0, n1);
+    }
+  });
+}
+
+}  // namespace
+
 const char* MatmulIsa(const MatmulOptions& options) {
   switch (PickIsa(options)) {
     case Isa::kAvx512: return "avx512";
@@ -182,27 +280,9 @@ Status Matmul(const PackedWeight& w, const float* x, int64_t m, float* y, Thread
                       [&](int64_t n0, int64_t n1, int) { avx2::GemmRows(w, packed.data(), m, y, n0, n1); });
     return Status::Ok();
   }
-  const GemvKernels kernels = KernelsFor(isa);
-  switch (w.format()) {
-    case WeightFormat::kBf16:
-      pool->ParallelFor(n_total, kRowGrain,
-                        [&](int64_t n0, int64_t n1, int) { kernels.bf16(w, x, m, y, n0, n1); });
-      break;
-    case WeightFormat::kFp8Block128: {
-      std::vector<float> x_prescaled(static_cast<size_t>(m * w.cols()));
-      for (size_t i = 0; i < x_prescaled.size(); ++i) x_prescaled[i] = x[i] * avx2::kFp8ActivationPrescale;
-      pool->ParallelFor(n_total, kRowGrain, [&](int64_t n0, int64_t n1, int) {
-        kernels.fp8(w, x_prescaled.data(), m, y, n0, n1);
-      });
-    } break;
-    case WeightFormat::kInt4Group32: {
-      QuantizedActivations xq;
-      QuantizeActivations(x, m, w.cols(), options.int4_activation, &xq, kernels.int4_order);
-      pool->ParallelFor(n_total, kRowGrain,
-                        [&](int64_t n0, int64_t n1, int) { kernels.int4(w, xq, y, n0, n1); });
-      break;
-    }
-  }
+  const MatmulTask task{&w, x, m, y};
+  const MatmulTask* one = &task;
+  RunGemvBatch(std::span<const MatmulTask* const>(&one, 1), isa, pool, options);
 #endif
   return Status::Ok();
 }
@@ -213,6 +293,28 @@ Status MatmulBf16(const PackedWeight& w, const uint16_t* x, int64_t m, float* y,
   std::vector<float> xf(static_cast<size_t>(m * w.cols()));
   for (size_t i = 0; i < xf.size(); ++i) xf[i] = Bf16ToFloat(x[i]);
   return Matmul(w, xf.data(), m, y, pool, options);
+}
+
+Status MatmulBatch(std::span<const MatmulTask> tasks, ThreadPool* pool, const MatmulOptions& options) {
+  for (size_t t = 0; t < tasks.size(); ++t) {
+    const MatmulTask& task = tasks[t];
+    if (task.w == nullptr || task.x == nullptr || task.y == nullptr || task.m < 1)
+      return Status::InvalidArgument("matmul batch: task " + std::to_string(t) +
+                                     " has a null pointer or m < 1");
+  }
+  if (pool == nullptr) return Status::InvalidArgument("matmul batch: null pool");
+  const Isa isa = PickIsa(options);
+  std::vector<const MatmulTask*> gemv;
+  gemv.reserve(tasks.size());
+  for (const MatmulTask& task : tasks) {
+    if (isa != Isa::kPortable && task.m > options.gemv_max_batch) {
+      RETURN_IF_ERROR(Matmul(*task.w, task.x, task.m, task.y, pool, options));  // GEMM: the whole pool
+    } else {
+      gemv.push_back(&task);
+    }
+  }
+  if (!gemv.empty()) RunGemvBatch(gemv, isa, pool, options);
+  return Status::Ok();
 }
 
 }  // namespace tandem::engine::kernels::cpu

@@ -1,8 +1,8 @@
 #pragma once
-// Several Linears of one step run as one parallel job: at decode every matrix of a MoE layer is a
-// GEMV of a few hundred rows, too short to wake the pool for each. MatmulBatch cuts the rows of all
-// its decode-sized tasks together, so one ParallelFor balances them over the threads by rows (not
-// by whole matrices), and prepares activations that several tasks share once.
+// Several Linears of one step run as one parallel job (implemented in matmul.cc): at decode every matrix of a
+// MoE layer is a GEMV of a few hundred rows, too short to wake the pool for each. MatmulBatch cuts the rows
+// of all its decode-sized tasks together, so one ParallelFor balances them over the threads by rows (not by
+// whole matrices), and prepares activations that several tasks share once.
 
 #include <cstdint>
 #include <span>
