@@ -126,6 +126,14 @@ Status PagePool::ReadRows(PageId page, size_t layer, size_t first_token, std::sp
   return Status::Ok();
 }
 
+StatusOr<const uint16_t*> PagePool::Bf16RowsInPlace(PageId page, size_t layer) const {
+  if (config_.dtype != KvCacheDtype::kBf16)
+    return Status::FailedPrecondition("in-place bf16 rows: the pool stores fp8_e4m3 pages");
+  RETURN_IF_ERROR(CheckRows(page, layer, 0, 0));
+  // Rows are 2-byte aligned: page_bytes and row_bytes are even for bf16 pools.
+  return reinterpret_cast<const uint16_t*>(data_.data() + RowOffset(page, layer, 0));
+}
+
 std::span<uint8_t> PagePool::PageBytes(PageId page) {
   return {data_.data() + static_cast<size_t>(page) * geometry_.page_bytes, geometry_.page_bytes};
 }

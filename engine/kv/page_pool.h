@@ -85,6 +85,11 @@ class PagePool {
   // Reads rows back as bf16 into `out` ([n][kv_lora + rope], n = out.size() / row_values).
   Status ReadRows(PageId page, size_t layer, size_t first_token, std::span<uint16_t> out) const;
 
+  // The page's rows of `layer` in place ([page_tokens][kv_lora + rope] bf16 bits), for readers
+  // that would otherwise copy them out (decode attention). BF16 pools only: FailedPrecondition for
+  // an FP8 pool (use ReadRows), OutOfRange for a page or layer outside the pool.
+  StatusOr<const uint16_t*> Bf16RowsInPlace(PageId page, size_t layer) const;
+
   // The raw bytes of one page (page_bytes, layout above): for transfer, digests and tests.
   // REQUIRES: page < num_pages().
   std::span<uint8_t> PageBytes(PageId page);

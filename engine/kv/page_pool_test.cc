@@ -95,6 +95,22 @@ TEST(PagePoolTest, Bf16RoundTripIsExact) {
   EXPECT_EQ(other, std::vector<uint16_t>(rows.size(), 0));
 }
 
+TEST(PagePoolTest, Bf16RowsInPlaceAreTheWrittenRows) {
+  auto pool = PagePool::Create(SmallConfig(KvCacheDtype::kBf16, 4));
+  ASSERT_TRUE(pool.ok());
+  std::vector<uint16_t> rows = RandomRows(5, 2.0f, 3);
+  ASSERT_TRUE((*pool)->WriteRows(3, 1, 11, rows).ok());
+  StatusOr<const uint16_t*> in_place = (*pool)->Bf16RowsInPlace(3, 1);
+  ASSERT_TRUE(in_place.ok()) << in_place.status().ToString();
+  const size_t row_values = rows.size() / 5;
+  EXPECT_EQ(std::vector<uint16_t>(*in_place + 11 * row_values, *in_place + 16 * row_values), rows);
+  EXPECT_EQ((*pool)->Bf16RowsInPlace(4, 0).status().code(), StatusCode::kOutOfRange);
+  EXPECT_EQ((*pool)->Bf16RowsInPlace(0, 99).status().code(), StatusCode::kOutOfRange);
+  auto fp8 = PagePool::Create(SmallConfig(KvCacheDtype::kFp8E4M3, 4));
+  ASSERT_TRUE(fp8.ok());
+  EXPECT_EQ((*fp8)->Bf16RowsInPlace(0, 0).status().code(), StatusCode::kFailedPrecondition);
+}
+
 TEST(PagePoolTest, Fp8CalibratesOnFirstWriteThenKeepsTheScale) {
   auto pool = PagePool::Create(SmallConfig(KvCacheDtype::kFp8E4M3, 4));
   ASSERT_TRUE(pool.ok());

@@ -10,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include "engine/formats/float_codecs.h"
 #include "engine/model/dummy_model.h"
 #include "engine/model/moe.h"
 #include "engine/model/presets.h"
@@ -112,6 +113,61 @@ TEST(VecOpsTest, DotF32IsWithinFp32RoundingOfTheExactSum) {
       ints += static_cast<double>(a[i]) * b[i];
     }
     EXPECT_EQ(static_cast<double>(DotF32(a.data(), b.data(), n)), ints) << n;
+  }
+}
+
+TEST(VecOpsTest, DotRowsBf16IsBatchInvariantAndWithinFp32Rounding) {
+  // Widths around the 16-lane chunks (and the real 576 and bench 320), 1..5 queries, rows in
+  // pages: every (query, row) score must equal the one computed alone, and be within
+  // width * 2^-24 * sum|q*r| of the exact sum.
+  uint64_t state = 0x2545f4914f6cdd1dull;
+  auto next = [&] {
+    state ^= state << 13;
+    state ^= state >> 7;
+    state ^= state << 17;
+    return static_cast<float>(static_cast<int64_t>(state % 2000001) - 1000000) * 1e-6f;
+  };
+  for (int64_t width : {1, 15, 16, 17, 64, 320, 576}) {
+    const int64_t n = 37, nq = 5;
+    std::vector<uint16_t> rows(n * width);
+    std::vector<float> q(nq * width);
+    for (uint16_t& r : rows) r = FloatToBf16(next() * 3.0f);
+    for (float& v : q) v = next();
+    std::vector<float> all(nq * n), one(1);
+    DotRowsBf16(q.data(), nq, width, rows.data(), n, width, width, all.data(), n);
+    for (int64_t h = 0; h < nq; ++h) {
+      for (int64_t j = 0; j < n; ++j) {
+        DotRowsBf16(q.data() + h * width, 1, width, rows.data() + j * width, 1, width, width, one.data(), 1);
+        ASSERT_EQ(all[h * n + j], one[0]) << "width " << width << " query " << h << " row " << j;
+        double exact = 0, magnitude = 0;
+        for (int64_t d = 0; d < width; ++d) {
+          const double t = static_cast<double>(q[h * width + d]) * Bf16ToFloat(rows[j * width + d]);
+          exact += t;
+          magnitude += std::fabs(t);
+        }
+        EXPECT_LE(std::fabs(all[h * n + j] - exact), width * std::ldexp(1.0, -24) * magnitude + 1e-30);
+      }
+    }
+  }
+}
+
+TEST(VecOpsTest, WeightedRowSumBf16PageByPageIsOneWeightedRowSum) {
+  const int64_t n = 70, stride = 330;
+  std::vector<float> w(n), widened(n * stride);
+  std::vector<uint16_t> rows(n * stride);
+  for (int64_t j = 0; j < n; ++j) w[j] = j % 6 == 1 ? 0.0f : std::sin(static_cast<float>(j) * 1.3f) / 5.0f;
+  for (int64_t i = 0; i < n * stride; ++i) {
+    rows[i] = FloatToBf16(std::cos(static_cast<float>(i) * 0.37f) * 2.1f);
+    widened[i] = Bf16ToFloat(rows[i]);
+  }
+  for (int64_t dim : {1, 15, 16, 17, 127, 128, 129, 256, 320}) {
+    std::vector<float> expected(dim), got(dim, 0.0f);
+    WeightedRowSum(w.data(), widened.data(), n, stride, dim, expected.data());
+    for (int64_t first = 0; first < n; first += 16) {  // pages of 16 rows, the last one short
+      WeightedRowSumBf16(w.data() + first, rows.data() + first * stride, std::min<int64_t>(16, n - first),
+                         stride, dim, got.data());
+    }
+    for (int64_t d = 0; d < dim; ++d) ASSERT_EQ(got[d], expected[d]) << "dim " << dim << " d " << d;
   }
 }
 

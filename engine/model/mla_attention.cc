@@ -123,51 +123,85 @@ Status MlaAttention::Forward(const float* h, int64_t tokens, std::span<const Att
   thread_local std::vector<std::vector<float>> held;
   std::vector<std::vector<float>>& lats = held;
   if (lats.size() < segs.size()) lats.resize(segs.size());
+  thread_local std::vector<std::vector<uint16_t>> held16;  // FP8 pools: bf16 copies of the pages
+  std::vector<std::vector<uint16_t>>& lats16 = held16;
+  if (lats16.size() < segs.size()) lats16.resize(segs.size());
   struct TrimOnExit {
     std::vector<std::vector<float>>& lats;
+    std::vector<std::vector<uint16_t>>& lats16;
     ~TrimOnExit() {
       size_t kept = 0;
       for (std::vector<float>& v : lats) {
         kept += v.capacity();
         if (kept > kKeptContextFloats) std::vector<float>().swap(v);
       }
+      for (std::vector<uint16_t>& v : lats16) {
+        kept += v.capacity() / 2;
+        if (kept > kKeptContextFloats) std::vector<uint16_t>().swap(v);
+      }
     }
-  } trim_on_exit{lats};
-  std::vector<size_t> absorbed;
-  // Contexts decoded (pages -> fp32) in parallel, page by page: at batch 1 one context is the
-  // only serial work of the step left, at batch 32 the contexts are most of the layer's.
+  } trim_on_exit{lats, lats16};
+  // Contexts. Expanded segments (prefill) decode theirs to fp32 [ctx, width]. Absorbed ones
+  // (decode) read bf16 rows page by page: in place from a BF16 pool (no copy at all), from a
+  // bf16 copy of each page for an FP8 pool. The decoding runs in one ParallelFor over every page
+  // that needs it: at batch 1 a context is the only serial work of the step left.
   const int64_t page_tokens = static_cast<int64_t>(kv->page_tokens());
-  std::vector<std::pair<size_t, int64_t>> pages;  // (segment, first row of the page)
+  const bool in_place = kv->dtype() == KvCacheDtype::kBf16;
+  std::vector<std::vector<const uint16_t*>> rows16(segs.size());  // absorbed: each page's rows
+  std::vector<std::pair<size_t, int64_t>> pages;                  // (segment, first row) to decode
+  std::vector<size_t> absorbed;
   for (size_t s = 0; s < segs.size(); ++s) {
-    lats[s].resize(segs[s].context() * width);
-    for (int64_t t = 0; t < segs[s].context(); t += page_tokens) pages.emplace_back(s, t);
+    const AttnSegment& seg = segs[s];
+    if (seg.form != MlaForm::kAbsorbed) {
+      lats[s].resize(seg.context() * width);
+      for (int64_t t = 0; t < seg.context(); t += page_tokens) pages.emplace_back(s, t);
+      continue;
+    }
+    absorbed.push_back(s);
+    if (!in_place) lats16[s].resize(seg.context() * width);
+    for (int64_t t = 0; t < seg.context(); t += page_tokens) {
+      if (in_place) {
+        StatusOr<const uint16_t*> rows = kv->Bf16RowsInPlace(seg.seq->pages[t / page_tokens], layer_);
+        RETURN_IF_ERROR(rows.status());
+        rows16[s].push_back(*rows);
+      } else {
+        rows16[s].push_back(lats16[s].data() + t * width);
+        pages.emplace_back(s, t);
+      }
+    }
   }
   std::vector<Status> read_status(pages.size(), Status::Ok());
   pool->ParallelFor(static_cast<int64_t>(pages.size()), 1, [&](int64_t begin, int64_t end, int) {
     for (int64_t i = begin; i < end; ++i) {
       const auto [s, first] = pages[i];
-      read_status[i] = ReadContextPage(segs[s], *kv, first, lats[s].data());
+      if (segs[s].form != MlaForm::kAbsorbed) {
+        read_status[i] = ReadContextPage(segs[s], *kv, first, lats[s].data());
+      } else {
+        const int64_t run = std::min(page_tokens, segs[s].context() - first);
+        read_status[i] = kv->ReadRows(segs[s].seq->pages[first / page_tokens], layer_, 0,
+                                      std::span<uint16_t>(lats16[s].data() + first * width, run * width));
+      }
     }
   });
   for (const Status& st : read_status) RETURN_IF_ERROR(st);
   for (size_t s = 0; s < segs.size(); ++s) {
     const AttnSegment& seg = segs[s];
-    if (seg.form == MlaForm::kAbsorbed) {
-      absorbed.push_back(s);
-      continue;
-    }
+    if (seg.form == MlaForm::kAbsorbed) continue;
     RETURN_IF_ERROR(Expanded(seg, q.data() + seg.first_row * heads * qk, lats[s], (*index_masks)[s], pool,
                              options, attn.data() + seg.first_row * heads * c.v_head_dim));
   }
   // Every (absorbed segment, head) pair in one ParallelFor: a decode batch is many segments of
-  // one token, each too little work to wake the pool for.
+  // one token, each too little work to wake the pool for. A thread's consecutive heads of one
+  // segment share each pass over the context rows.
   pool->ParallelFor(static_cast<int64_t>(absorbed.size()) * heads, 1, [&](int64_t begin, int64_t end, int) {
     AbsorbedScratch scratch;
-    for (int64_t i = begin; i < end; ++i) {
+    for (int64_t i = begin; i < end;) {
       const size_t s = absorbed[i / heads];
+      const int64_t h0 = i % heads, h1 = std::min(heads, h0 + (end - i));
       const AttnSegment& seg = segs[s];
-      AbsorbedHead(seg, q.data() + seg.first_row * heads * qk, lats[s], (*index_masks)[s], i % heads,
-                   &scratch, attn.data() + seg.first_row * heads * c.v_head_dim);
+      AbsorbedHeads(seg, q.data() + seg.first_row * heads * qk, rows16[s], page_tokens, (*index_masks)[s], h0,
+                    h1, &scratch, attn.data() + seg.first_row * heads * c.v_head_dim);
+      i += h1 - h0;
     }
   });
   return kernels::cpu::Matmul(w.o_proj, attn.data(), tokens, out, pool, options);
@@ -215,41 +249,53 @@ Status MlaAttention::Expanded(const AttnSegment& seg, const float* q, const std:
   return Status::Ok();
 }
 
-void MlaAttention::AbsorbedHead(const AttnSegment& seg, const float* q, const std::vector<float>& lat,
-                                const KeyMask& mask, int64_t h, AbsorbedScratch* scratch, float* out) const {
+void MlaAttention::AbsorbedHeads(const AttnSegment& seg, const float* q,
+                                 std::span<const uint16_t* const> pages, int64_t page_tokens,
+                                 const KeyMask& mask, int64_t h0, int64_t h1, AbsorbedScratch* scratch,
+                                 float* out) const {
   const ModelConfig& c = *config_;
   const int64_t heads = c.num_attention_heads, qk = c.qk_head_dim(), nope = c.qk_nope_head_dim;
   const int64_t rope = c.qk_rope_head_dim, vdim = c.v_head_dim, lora = c.kv_lora_rank,
                 width = c.KvLatentWidth();
-  const int64_t ctx = seg.context(), n_cols = heads * (nope + vdim);
-  const double scale = c.AttentionSoftmaxScale();
+  const int64_t ctx = seg.context(), n_cols = heads * (nope + vdim), nh = h1 - h0;
+  const float scale = static_cast<float>(c.AttentionSoftmaxScale());
   std::vector<float>& p = scratch->p;
   std::vector<float>& q_cat = scratch->q_cat;
   std::vector<float>& o_lat = scratch->o_lat;
-  p.resize(ctx);
-  q_cat.resize(width);
+  p.resize(nh * ctx);
+  q_cat.resize(nh * width);
   o_lat.resize(lora);
-  // Every dot product in fp32 with fused multiply-adds (DotF32; Hugging Face's attention
-  // accumulates in fp32 too): the query's nope part against W_UK, [q_lat | q_rope] against every
-  // context row (laid out like a row [latent | rope]: one dot of width = lora + rope per row), o_lat
-  // against W_UV.
-  const int64_t uk = h * (nope + vdim), uv = uk + nope;  // W_UK / W_UV columns of kv_b_projᵀ
-  const float fscale = static_cast<float>(scale);
+  // fp32 with fused multiply-adds throughout (Hugging Face's attention accumulates in fp32 too).
+  // Per head: q_cat = [W_UKᵀ q_nope | q_rope], laid out like a cached row [latent | rope], so a
+  // score is one dot of width = lora + rope with the row; o = W_UV Σ p_j latent_j.
   for (int64_t i = 0; i < seg.num_new; ++i) {
-    const float* qh = q + (i * heads + h) * qk;
-    for (int64_t cc = 0; cc < lora; ++cc) q_cat[cc] = DotF32(qh, kv_b_t_.data() + cc * n_cols + uk, nope);
-    std::copy_n(qh + nope, rope, q_cat.data() + lora);
-    for (int64_t j = 0; j < ctx; ++j) {
-      if (!Allowed(seg, mask, i, j)) {
-        p[j] = kNegInf;
-        continue;
-      }
-      p[j] = DotF32(q_cat.data(), lat.data() + j * width, width) * fscale;
+    for (int64_t h = h0; h < h1; ++h) {
+      const float* qh = q + (i * heads + h) * qk;
+      float* qc = q_cat.data() + (h - h0) * width;
+      const int64_t uk = h * (nope + vdim);  // W_UK columns of kv_b_projᵀ
+      for (int64_t cc = 0; cc < lora; ++cc) qc[cc] = DotF32(qh, kv_b_t_.data() + cc * n_cols + uk, nope);
+      std::copy_n(qh + nope, rope, qc + lora);
     }
-    SoftmaxInPlace(p.data(), ctx);
-    WeightedRowSum(p.data(), lat.data(), ctx, width, lora, o_lat.data());
-    float* o = out + (i * heads + h) * vdim;
-    for (int64_t d = 0; d < vdim; ++d) o[d] = DotF32(o_lat.data(), kv_b_.data() + (uv + d) * lora, lora);
+    // Causal: query i sees rows [0, past + i]; each page's rows are scored for all nh heads at once.
+    const int64_t visible = std::min(ctx, seg.past + i + 1);
+    for (int64_t first = 0; first < visible; first += page_tokens) {
+      DotRowsBf16(q_cat.data(), nh, width, pages[first / page_tokens], std::min(page_tokens, visible - first),
+                  width, width, p.data() + first, ctx);
+    }
+    for (int64_t h = h0; h < h1; ++h) {
+      float* ph = p.data() + (h - h0) * ctx;
+      for (int64_t j = 0; j < ctx; ++j)
+        ph[j] = j < visible && (mask.empty() || mask[i * ctx + j] != 0) ? ph[j] * scale : kNegInf;
+      SoftmaxInPlace(ph, ctx);
+      std::fill(o_lat.begin(), o_lat.end(), 0.0f);
+      for (int64_t first = 0; first < visible; first += page_tokens) {
+        WeightedRowSumBf16(ph + first, pages[first / page_tokens], std::min(page_tokens, visible - first),
+                           width, lora, o_lat.data());
+      }
+      float* o = out + (i * heads + h) * vdim;
+      const int64_t uv = h * (nope + vdim) + nope;  // W_UV rows of kv_b_proj
+      for (int64_t d = 0; d < vdim; ++d) o[d] = DotF32(o_lat.data(), kv_b_.data() + (uv + d) * lora, lora);
+    }
   }
 }
 

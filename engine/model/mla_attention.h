@@ -51,13 +51,15 @@ class MlaAttention {
   // q: [n, H, nope + rope] of the segment; lat: [ctx, kv_lora + rope]; out: [n, H, v].
   Status Expanded(const AttnSegment& seg, const float* q, const std::vector<float>& lat, const KeyMask& mask,
                   ThreadPool* pool, const kernels::cpu::MatmulOptions& options, float* out) const;
-  // Per-thread buffers of AbsorbedHead, reused across heads.
+  // Per-thread buffers of AbsorbedHeads, reused across calls.
   struct AbsorbedScratch {
-    std::vector<float> p, q_cat, o_lat;  // [ctx], [kv_lora + rope] (q_lat | q_rope), [kv_lora]
+    std::vector<float> p, q_cat, o_lat;  // [heads, ctx], [heads, kv_lora + rope] (q_lat | q_rope), [kv_lora]
   };
-  // Head h of every new token of the segment, absorbed form: out[i, h, :] for i < num_new.
-  void AbsorbedHead(const AttnSegment& seg, const float* q, const std::vector<float>& lat,
-                    const KeyMask& mask, int64_t h, AbsorbedScratch* scratch, float* out) const;
+  // Heads [h0, h1) of every new token of the segment, absorbed form: out[i, h, :]. pages[k] holds
+  // the segment's context rows [k·page_tokens, (k+1)·page_tokens) of this layer as bf16.
+  void AbsorbedHeads(const AttnSegment& seg, const float* q, std::span<const uint16_t* const> pages,
+                     int64_t page_tokens, const KeyMask& mask, int64_t h0, int64_t h1,
+                     AbsorbedScratch* scratch, float* out) const;
 
   const ModelConfig* config_;
   const LayerWeights* weights_;

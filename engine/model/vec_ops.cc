@@ -1,6 +1,7 @@
 #include "engine/model/vec_ops.h"
 
 #include <algorithm>
+#include <vector>
 
 #include "engine/core/cpu_features.h"
 #include "engine/formats/float_codecs.h"
@@ -146,6 +147,68 @@ __attribute__((target("avx2"))) void Bf16ToF32Avx2(const uint16_t* in, float* ou
   }
   for (; i < n; ++i) out[i] = Bf16ToFloat(in[i]);
 }
+
+// One bf16 row chunk of 16 widened to fp32 (exact).
+__attribute__((target("avx512f,avx512bw,avx512vl"))) inline __m512 Bf16x16(const uint16_t* p, __mmask16 m) {
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p)), 16));
+}
+
+// NQ queries against each row: chunk c of 16 goes to chain c % 2 of its (row, query) pair, the
+// last partial chunk masked; whatever NQ, a pair's sum is computed the same way.
+template <int NQ>
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void DotRowsBf16Avx512(const float* q, int64_t q_stride,
+                                                                            const uint16_t* rows, int64_t n,
+                                                                            int64_t row_stride, int64_t width,
+                                                                            float* out, int64_t out_stride) {
+  const int64_t chunks = (width + 15) / 16;
+  const __mmask16 last =
+      width % 16 == 0 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << (width % 16)) - 1);
+  for (int64_t j = 0; j < n; ++j) {
+    const uint16_t* r = rows + j * row_stride;
+    __m512 acc[NQ][2];
+    for (int h = 0; h < NQ; ++h) acc[h][0] = acc[h][1] = _mm512_setzero_ps();
+    for (int64_t c = 0; c < chunks; ++c) {
+      const __mmask16 m = c + 1 == chunks ? last : static_cast<__mmask16>(0xffff);
+      const __m512 v = Bf16x16(r + 16 * c, m);
+      for (int h = 0; h < NQ; ++h)
+        acc[h][c & 1] =
+            _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, q + h * q_stride + 16 * c), v, acc[h][c & 1]);
+    }
+    for (int h = 0; h < NQ; ++h)
+      out[h * out_stride + j] = _mm512_reduce_add_ps(_mm512_add_ps(acc[h][0], acc[h][1]));
+  }
+}
+
+// WeightedRowSumAvx512's loop over bf16 rows, continuing from the sums already in out.
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void WeightedRowSumBf16Avx512(const float* w,
+                                                                                   const uint16_t* rows,
+                                                                                   int64_t n, int64_t stride,
+                                                                                   int64_t dim, float* out) {
+  int64_t d = 0;
+  for (; d + 128 <= dim; d += 128) {
+    __m512 acc[8];
+    for (int k = 0; k < 8; ++k) acc[k] = _mm512_loadu_ps(out + d + 16 * k);
+    for (int64_t j = 0; j < n; ++j) {
+      if (w[j] == 0.0f) continue;
+      const __m512 wj = _mm512_set1_ps(w[j]);
+      const uint16_t* row = rows + j * stride + d;
+      for (int k = 0; k < 8; ++k)
+        acc[k] =
+            _mm512_add_ps(acc[k], _mm512_mul_ps(wj, Bf16x16(row + 16 * k, static_cast<__mmask16>(0xffff))));
+    }
+    for (int k = 0; k < 8; ++k) _mm512_storeu_ps(out + d + 16 * k, acc[k]);
+  }
+  for (; d < dim; d += 16) {
+    const __mmask16 m =
+        dim - d >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << (dim - d)) - 1);
+    __m512 acc = _mm512_maskz_loadu_ps(m, out + d);
+    for (int64_t j = 0; j < n; ++j) {
+      if (w[j] == 0.0f) continue;
+      acc = _mm512_add_ps(acc, _mm512_mul_ps(_mm512_set1_ps(w[j]), Bf16x16(rows + j * stride + d, m)));
+    }
+    _mm512_mask_storeu_ps(out + d, m, acc);
+  }
+}
 #pragma GCC diagnostic pop
 #endif
 
@@ -153,6 +216,7 @@ __attribute__((target("avx2"))) void Bf16ToF32Avx2(const uint16_t* in, float* ou
 const bool kHostAvx2 = HostCpuFeatures().avx2;
 const bool kHostAvx2Fma = HostCpuFeatures().avx2 && HostCpuFeatures().fma;
 const bool kHostAvx512 = HostCpuFeatures().avx512f;
+const bool kHostAvx512Bw = HostCpuFeatures().avx512f && HostCpuFeatures().avx512bw;
 #endif
 
 }  // namespace
@@ -210,6 +274,46 @@ float DotF32(const float* a, const float* b, int64_t n) {
   }
   for (; i < n; ++i) acc[0] += a[i] * b[i];
   return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+}
+
+void DotRowsBf16(const float* q, int64_t nq, int64_t q_stride, const uint16_t* rows, int64_t n,
+                 int64_t row_stride, int64_t width, float* out, int64_t out_stride) {
+#if defined(__x86_64__)
+  if (kHostAvx512Bw) {
+    for (int64_t h = 0; h < nq; h += 4) {
+      const float* qh = q + h * q_stride;
+      float* oh = out + h * out_stride;
+      switch (std::min<int64_t>(4, nq - h)) {
+        case 1: DotRowsBf16Avx512<1>(qh, q_stride, rows, n, row_stride, width, oh, out_stride); break;
+        case 2: DotRowsBf16Avx512<2>(qh, q_stride, rows, n, row_stride, width, oh, out_stride); break;
+        case 3: DotRowsBf16Avx512<3>(qh, q_stride, rows, n, row_stride, width, oh, out_stride); break;
+        default: DotRowsBf16Avx512<4>(qh, q_stride, rows, n, row_stride, width, oh, out_stride); break;
+      }
+    }
+    return;
+  }
+#endif
+  thread_local std::vector<float> row;
+  row.resize(width);
+  for (int64_t j = 0; j < n; ++j) {
+    Bf16ToF32(rows + j * row_stride, row.data(), width);
+    for (int64_t h = 0; h < nq; ++h) out[h * out_stride + j] = DotF32(q + h * q_stride, row.data(), width);
+  }
+}
+
+void WeightedRowSumBf16(const float* w, const uint16_t* rows, int64_t n, int64_t stride, int64_t dim,
+                        float* out) {
+#if defined(__x86_64__)
+  if (kHostAvx512Bw) {
+    WeightedRowSumBf16Avx512(w, rows, n, stride, dim, out);
+    return;
+  }
+#endif
+  for (int64_t j = 0; j < n; ++j) {
+    if (w[j] == 0.0f) continue;
+    const uint16_t* row = rows + j * stride;
+    for (int64_t d = 0; d < dim; ++d) out[d] += w[j] * Bf16ToFloat(row[d]);
+  }
 }
 
 }  // namespace tandem::engine::model

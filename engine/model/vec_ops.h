@@ -18,6 +18,19 @@ float DotF32(const float* a, const float* b, int64_t n);
 // the partial sums held in registers across rows instead of reloaded and stored for each.
 void WeightedRowSum(const float* w, const float* rows, int64_t n, int64_t stride, int64_t dim, float* out);
 
+// Scores of nq queries against n bf16 rows (widened exactly): out[h·out_stride + j] =
+// Σ_d q[h·q_stride + d]·row_j[d] for d < width, row_j = rows + j·row_stride. fp32 with fused
+// multiply-adds; each (query, row) sum is computed the same way whatever nq, n or the row's place
+// (a request's scores do not depend on its batch). The attention scores of the absorbed form: the
+// rows are the cache's latent rows, read in place.
+void DotRowsBf16(const float* q, int64_t nq, int64_t q_stride, const uint16_t* rows, int64_t n,
+                 int64_t row_stride, int64_t width, float* out, int64_t out_stride);
+
+// WeightedRowSum over bf16 rows (widened exactly), continuing from the sums already in out[0, dim):
+// called page after page it gives the bits one WeightedRowSum over all the rows would.
+void WeightedRowSumBf16(const float* w, const uint16_t* rows, int64_t n, int64_t stride, int64_t dim,
+                        float* out);
+
 // out[i] = the fp32 value of bf16 bits in[i] (exact).
 void Bf16ToF32(const uint16_t* in, float* out, int64_t n);
 
