@@ -8,12 +8,18 @@
 // avx512:1 (MatmulOptions::allow_avx512, the default) then avx512:0 (the AVX2 kernels), so one run
 // gives the ratio; the label says which kernels ran (avx2 on a CPU without AVX-512).
 //
+// `model/` rows run the model's short matrices (K = 128..1024) as one MatmulBatch each, batch 1,
+// weights cycled through 1 GiB: the decode step's streaming phases (docs/performance.md, "Model
+// shapes").
+//
 //   build/engine/matmul_bench [--benchmark_filter=gemv/int4] [--benchmark_min_time=0.5s]
+//   build/engine/matmul_bench --benchmark_filter='model/' --benchmark_min_time=0.2
 //   build/engine/matmul_bench --benchmark_filter='gemv/.*batch:1/' --benchmark_min_time=0.3s
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -28,6 +34,7 @@
 #include "engine/core/thread_pool.h"
 #include "engine/formats/float_codecs.h"
 #include "engine/kernels/cpu/matmul.h"
+#include "engine/kernels/cpu/matmul_batch.h"
 
 namespace tandem::engine::kernels::cpu {
 namespace {
@@ -232,6 +239,120 @@ void BM_GemvResident(benchmark::State& state, WeightFormat f, int64_t n, int64_t
   state.SetLabel(std::string(MatmulIsa(options)) + " gemv-path");
 }
 
+// ---- the model's decode shapes (bench-wide / FP8 presets) -----------------------------------
+// One decode step streams many short matrices through MatmulBatch; each row below is one such
+// batch. The "layers" (one set of the batch's matrices each) are cycled through >= 1 GiB, over 3x
+// the 300 MiB L3 of the Xeon VM these run on, so every call reads its weights from DRAM.
+constexpr int64_t kModelWorkingSetBytes = 1ll << 30;
+
+struct ModelPart {
+  WeightFormat f;
+  int64_t n, k;
+  int count;
+};
+
+struct ModelShape {
+  const char* name;
+  std::vector<ModelPart> parts;
+  bool shared_x;  // every task reads the same activations (gate/up, q_a + kv_a), else one x each
+};
+
+struct ModelLayers {
+  std::string name;
+  std::vector<std::vector<PackedWeight>> layers;
+  int64_t layer_bytes = 0;  // checkpoint bytes of one layer
+};
+
+// Only the shape being measured is kept (1 GiB each); benchmarks of one shape run back to back.
+const ModelLayers& LayersFor(const ModelShape& shape) {
+  static ModelLayers current;
+  if (current.name == shape.name) return current;
+  current = ModelLayers{};
+  current.name = shape.name;
+  uint64_t seed = 11;
+  while (current.layers.empty() ||
+         static_cast<int64_t>(current.layers.size()) * current.layer_bytes < kModelWorkingSetBytes) {
+    std::vector<PackedWeight>& layer = current.layers.emplace_back();
+    int64_t layer_bytes = 0;
+    for (const ModelPart& part : shape.parts) {
+      for (int c = 0; c < part.count; ++c) {
+        int64_t bytes = 0;
+        layer.push_back(MakeWeight(part.f, part.n, part.k, seed++, &bytes, /*fp8_subnormals=*/false));
+        layer_bytes += bytes;
+      }
+    }
+    current.layer_bytes = layer_bytes;
+  }
+  return current;
+}
+
+void BM_ModelShape(benchmark::State& state, const ModelShape& shape) {
+  const int threads = static_cast<int>(state.range(0));
+  const ModelLayers& set = LayersFor(shape);
+  const std::vector<PackedWeight>& first = set.layers[0];
+  int64_t x_elems = 0, y_elems = 0;
+  for (const PackedWeight& w : first) {
+    x_elems = shape.shared_x ? std::max(x_elems, w.cols()) : x_elems + w.cols();
+    y_elems += w.rows();
+  }
+  std::vector<float> x(static_cast<size_t>(x_elems)), y(static_cast<size_t>(y_elems));
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i % 89) * 0.02f - 0.9f;
+  std::vector<std::vector<MatmulTask>> tasks(set.layers.size());
+  for (size_t l = 0; l < set.layers.size(); ++l) {
+    int64_t xo = 0, yo = 0;
+    for (const PackedWeight& w : set.layers[l]) {
+      tasks[l].push_back({&w, x.data() + xo, 1, y.data() + yo});
+      if (!shape.shared_x) xo += w.cols();
+      yo += w.rows();
+    }
+  }
+  MatmulOptions options;
+  options.allow_avx512 = state.range(1) != 0;
+  size_t next = 0;
+  for (auto _ : state) {
+    const Status s = MatmulBatch(tasks[next], &Pool(threads), options);
+    if (!s.ok()) state.SkipWithError(s.ToString().c_str());
+    next = (next + 1) % tasks.size();
+    benchmark::ClobberMemory();
+  }
+  const double bytes = static_cast<double>(set.layer_bytes) * static_cast<double>(state.iterations());
+  state.counters["weight_GB/s"] = benchmark::Counter(bytes * 1e-9, benchmark::Counter::kIsRate);
+  state.counters["bw_frac"] =
+      benchmark::Counter(bytes / MeasuredReadBandwidth(), benchmark::Counter::kIsRate);
+  state.counters["KiB"] = static_cast<double>(set.layer_bytes) / 1024.0;
+  state.SetLabel(std::string(MatmulIsa(options)) + " gemv-path");
+}
+
+// The batches of one decode step (docs/performance.md, "Model shapes"): MoE gate/up (routed int4
+// experts + the bf16 shared expert of twice their width), MoE down, attention's q_a + kv_a, q_b,
+// o_proj; in the FP8 preset every one of them is fp8 block-128.
+const std::vector<ModelShape>& ModelShapes() {
+  using F = WeightFormat;
+  static const std::vector<ModelShape> shapes = {
+      {"model/gate_up/int4/256x1024", {{F::kInt4Group32, 256, 1024, 1}}, true},
+      {"model/gate_up/bf16/256x1024", {{F::kBf16, 256, 1024, 1}}, true},
+      {"model/gate_up/fp8/256x1024", {{F::kFp8Block128, 256, 1024, 1}}, true},
+      {"model/down/int4/1024x256", {{F::kInt4Group32, 1024, 256, 1}}, false},
+      {"model/down_o_proj/bf16/1024x256", {{F::kBf16, 1024, 256, 1}}, false},
+      {"model/down_o_proj/fp8/1024x256", {{F::kFp8Block128, 1024, 256, 1}}, false},
+      {"model/moe_gate_up/bf16x2+int4x16/256x1024",
+       {{F::kBf16, 256, 1024, 2}, {F::kInt4Group32, 256, 1024, 16}},
+       true},
+      {"model/moe_gate_up/fp8x18/256x1024", {{F::kFp8Block128, 256, 1024, 18}}, true},
+      {"model/moe_down/bf16x1+int4x8/1024x256",
+       {{F::kBf16, 1024, 256, 1}, {F::kInt4Group32, 1024, 256, 8}},
+       false},
+      {"model/moe_down/fp8x9/1024x256", {{F::kFp8Block128, 1024, 256, 9}}, false},
+      {"model/q_a+kv_a/bf16/128+320x1024", {{F::kBf16, 128, 1024, 1}, {F::kBf16, 320, 1024, 1}}, true},
+      {"model/q_a+kv_a/fp8/128+320x1024",
+       {{F::kFp8Block128, 128, 1024, 1}, {F::kFp8Block128, 320, 1024, 1}},
+       true},
+      {"model/q_b/bf16/512x128", {{F::kBf16, 512, 128, 1}}, true},
+      {"model/q_b/fp8/512x128", {{F::kFp8Block128, 512, 128, 1}}, true},
+  };
+  return shapes;
+}
+
 void BM_Gemm(benchmark::State& state, WeightFormat f, int64_t n, int64_t k) {
   const int64_t m = state.range(0);
   const int threads = static_cast<int>(state.range(1));
@@ -316,6 +437,16 @@ void RegisterAll() {
           ->Unit(benchmark::kMicrosecond)
           ->UseRealTime();
     }
+  }
+  // The model's short matrices, batch 1, weights from DRAM; avx512:0 only at 2 threads.
+  for (const ModelShape& shape : ModelShapes()) {
+    benchmark::RegisterBenchmark(shape.name, BM_ModelShape, std::cref(shape))
+        ->ArgNames({"threads", "avx512"})
+        ->Args({1, 1})
+        ->Args({2, 1})
+        ->Args({2, 0})
+        ->Unit(benchmark::kMicrosecond)
+        ->UseRealTime();
   }
   // The prefill shape: M = 512 tokens through W[4096, 4096].
   for (const auto& fmt : formats) {
