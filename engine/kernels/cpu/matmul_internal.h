@@ -70,12 +70,12 @@ void WithRows(int64_t rows, const Fn& fn) {
 void GemvRowsPortable(const PackedWeight& w, const float* x, int64_t m, float* y, int64_t n0, int64_t n1);
 
 namespace avx2 {
-// FP8 GEMV multiplies decoded weights of size value · 2^-120 (fp32 subnormals for the smallest
-// codes) by activations pre-scaled by 2^40, so that no product of a real weight and activation
-// underflows; the block scale carries the 2^(120-40) back.
-constexpr float kFp8ActivationPrescale = 1099511627776.0f;                  // 2^40
-constexpr float kFp8ActivationUnscale = 1.0f / 1099511627776.0f;            // 2^-40
-constexpr float kFp8TinyToScaledActivation = 1208925819614629174706176.0f;  // 2^80
+// FP8 GEMV multiplies decoded weights of size value · 2^-8 (fp16 subnormals widened for the
+// smallest codes, which are fp32 normals) by activations pre-scaled by 2^40, so that no product of
+// a real weight and activation underflows to an fp32 subnormal; the block scale carries the
+// 2^(8-40) back.
+constexpr float kFp8ActivationPrescale = 1099511627776.0f;        // 2^40
+constexpr float kFp8ActivationUnscale = 1.0f / 1099511627776.0f;  // 2^-40
 void GemvBf16(const PackedWeight& w, const float* x, int64_t m, float* y, int64_t n0, int64_t n1);
 // x_prescaled: [m, K] activations already multiplied by kFp8ActivationPrescale.
 void GemvFp8(const PackedWeight& w, const float* x_prescaled, int64_t m, float* y, int64_t n0, int64_t n1);

@@ -4,6 +4,7 @@
 // but does not blow up when one output happens to cancel to almost zero.
 #include "engine/kernels/cpu/matmul.h"
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <string>
@@ -259,8 +260,34 @@ TEST(MatmulTest, FullSizeExpertShapeBatchOne) {
   }
 }
 
-// The FP8 GEMV decodes weights as value · 2^-120 and pre-scales activations; neither tiny nor
-// large activations may lose precision to underflow or overflow.
+// Every e4m3 code (subnormals included) decodes exactly on every SIMD path: row n holds code n in
+// every column, so a one-hot activation picks one product, which must equal code n's value.
+TEST(MatmulTest, Fp8EveryCodeDecodesExactly) {
+  ThreadPool pool(1);
+  const int64_t n = 256, k = 160;  // a partial second scale block
+  std::vector<uint8_t> codes(static_cast<size_t>(n * k));
+  for (int64_t r = 0; r < n; ++r) {
+    const uint8_t code = (r & 0x7f) == 0x7f ? 0 : static_cast<uint8_t>(r);  // NaN codes are not weights
+    std::fill_n(codes.begin() + r * k, k, code);
+  }
+  std::vector<float> scale(static_cast<size_t>(Fp8ScaleRows(n) * Fp8ScaleCols(k)), 1.0f);
+  PackedWeight packed = *PackedWeight::FromFp8({codes.data(), scale.data(), n, k});
+  for (int64_t hot : {3, 130}) {
+    std::vector<float> x(static_cast<size_t>(k), 0.0f);
+    x[static_cast<size_t>(hot)] = 1.0f;
+    for (const Path& path : SimdPaths()) {
+      std::vector<float> got(static_cast<size_t>(n), std::nanf(""));
+      ASSERT_TRUE(Matmul(packed, x.data(), 1, got.data(), &pool, path.options).ok());
+      for (int64_t r = 0; r < n; ++r) {
+        ASSERT_EQ(got[static_cast<size_t>(r)], Fp8E4M3ToFloat(codes[static_cast<size_t>(r * k)]))
+            << "code " << r << " column " << hot << " path " << path.name;
+      }
+    }
+  }
+}
+
+// The FP8 GEMV decodes weights as value · 2^-8 (through fp16) and pre-scales activations by 2^40;
+// neither tiny nor large activations may lose precision to underflow or overflow.
 TEST(MatmulTest, Fp8ExtremeActivationScales) {
   ThreadPool pool(2);
   TestWeight w(WeightFormat::kFp8Block128, 64, 384, 11);

@@ -79,18 +79,31 @@ void GemvBf16Rows(const PackedWeight& w, const float* x, float* y, int64_t n0, i
   for (; n < n1; ++n) GemvBf16Block<M, 1>(w, x, y, n);
 }
 
-// 8 e4m3 codes -> 8 fp32 holding value · 2^-120: each code is shuffled into the top byte of its
-// dword and shifted down 4 with the sign copied, so sign lands in bit 31 and exponent/mantissa in
-// fp32's fields (whose bias is 120 larger). Codes of exponent 0 (e4m3 subnormals) become fp32
-// subnormals, exactly. No float conversion instruction is needed, which on this CPU is what
-// bounded the FP8 loop. NaN codes are not weights.
-inline __m256 Fp8x8ToFloatTiny(const uint8_t* p) {
-  const __m256i to_top_byte = _mm256_setr_epi8(-1, -1, -1, 0, -1, -1, -1, 1, -1, -1, -1, 2, -1, -1, -1, 3, -1,
-                                               -1, -1, 4, -1, -1, -1, 5, -1, -1, -1, 6, -1, -1, -1, 7);
-  const __m256i codes = _mm256_broadcastq_epi64(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
-  const __m256i top = _mm256_shuffle_epi8(codes, to_top_byte);
-  return _mm256_castsi256_ps(
-      _mm256_and_si256(_mm256_srai_epi32(top, 4), _mm256_set1_epi32(static_cast<int32_t>(0x87f00000u))));
+// 8 e4m3 codes -> 8 fp32 holding value · 2^-8, through fp16: each code sign-extended to a word and
+// shifted up 7 puts exponent/mantissa in fp16's fields (whose bias is 8 larger) and the sign in
+// bit 15; the mask clears the sign copy in bit 14; vcvtph2ps (F16C) widens. e4m3 subnormals
+// (exponent 0, one random code in 16) become fp16 subnormals, exactly, and fp32 normals. (The
+// earlier decode straight to fp32 · 2^-120 by a shuffle and shift turned them into fp32
+// subnormals, and on Intel cores every FMA with a subnormal input takes a microcode assist: ~25x
+// slower on random codes; vcvtph2ps takes fp16 subnormals at full speed, as the AVX-512 kernel
+// found.) NaN codes are not weights.
+inline __m256 Fp8x8ToFloat(const uint8_t* p) {
+  const __m128i codes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
+  const __m128i half = _mm_and_si128(_mm_slli_epi16(_mm_cvtepi8_epi16(codes), 7),
+                                     _mm_set1_epi16(static_cast<int16_t>(0xbfff)));
+  return _mm256_cvtph_ps(half);
+}
+
+// Block sums of (value · 2^-8) · (x · 2^40) back to value · x.
+constexpr float kHalfDecodeUnscale = 256.0f * kFp8ActivationUnscale;  // 2^-32
+
+// Prefetch distance for R row streams of row_bytes each: within a row while rows are that long;
+// for shorter rows (the model's K = 128..1024) whole blocks of R rows ahead, since a distance
+// inside the block would only touch rows already being read.
+int64_t PrefetchDistance(int64_t row_bytes, int rows_at_once, int64_t distance) {
+  if (row_bytes >= distance) return distance;
+  const int64_t block = row_bytes * rows_at_once;
+  return (distance + block - 1) / block * block;
 }
 
 template <int M, int R>
@@ -104,6 +117,7 @@ void GemvFp8Block(const PackedWeight& w, const float* x, float* y, int64_t n) {
     rows[r] = w.fp8() + (n + r) * k_total;
     scales[r] = w.scale() + ((n + r) / kFp8BlockSize) * scale_cols;
   }
+  const int64_t ahead = PrefetchDistance(k_total, R, kPrefetchFp8Bytes);
   __m256 total[R][M];
   float tail[R][M] = {};
   for (int r = 0; r < R; ++r) {
@@ -113,8 +127,8 @@ void GemvFp8Block(const PackedWeight& w, const float* x, float* y, int64_t n) {
     const int64_t k_end = std::min(k_total, kb + kFp8BlockSize);
     __m256 acc[R][M][kC];
     for (int r = 0; r < R; ++r) {
-      _mm_prefetch(reinterpret_cast<const char*>(rows[r] + kb) + kPrefetchFp8Bytes, _MM_HINT_T1);
-      _mm_prefetch(reinterpret_cast<const char*>(rows[r] + kb) + kPrefetchFp8Bytes + 64, _MM_HINT_T1);
+      _mm_prefetch(reinterpret_cast<const char*>(rows[r] + kb) + ahead, _MM_HINT_T1);
+      _mm_prefetch(reinterpret_cast<const char*>(rows[r] + kb) + ahead + 64, _MM_HINT_T1);
       for (int i = 0; i < M; ++i) {
         for (int c = 0; c < kC; ++c) acc[r][i][c] = _mm256_setzero_ps();
       }
@@ -123,7 +137,7 @@ void GemvFp8Block(const PackedWeight& w, const float* x, float* y, int64_t n) {
     for (; k + 32 <= k_end; k += 32) {
       for (int r = 0; r < R; ++r) {
         for (int j = 0; j < 4; ++j) {
-          const __m256 q = Fp8x8ToFloatTiny(rows[r] + k + 8 * j);
+          const __m256 q = Fp8x8ToFloat(rows[r] + k + 8 * j);
           for (int i = 0; i < M; ++i) {
             acc[r][i][j % kC] =
                 _mm256_fmadd_ps(q, _mm256_loadu_ps(x + i * k_total + k + 8 * j), acc[r][i][j % kC]);
@@ -133,7 +147,7 @@ void GemvFp8Block(const PackedWeight& w, const float* x, float* y, int64_t n) {
     }
     for (int r = 0; r < R; ++r) {
       const float block_scale = scales[r][kb / kFp8BlockSize];
-      const __m256 s = _mm256_set1_ps(block_scale * kFp8TinyToScaledActivation);
+      const __m256 s = _mm256_set1_ps(block_scale * kHalfDecodeUnscale);
       for (int i = 0; i < M; ++i) {
         __m256 block = acc[r][i][0];
         for (int c = 1; c < kC; ++c) block = _mm256_add_ps(block, acc[r][i][c]);

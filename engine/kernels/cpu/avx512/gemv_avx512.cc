@@ -29,6 +29,16 @@ constexpr int64_t kPrefetchBf16Bytes = 8192;
 constexpr int64_t kPrefetchFp8Bytes = 2048;
 constexpr int64_t kPrefetchInt4Bytes = 8192;
 
+// How far ahead of the current byte each of R row streams prefetches, for rows of row_bytes: the
+// format's distance within a row as long as a row is that long; shorter rows (the model's K =
+// 128..1024) move the whole block of R rows on, so the distance is rounded up to whole blocks (a
+// distance inside the block would only touch rows already being read).
+int64_t PrefetchDistance(int64_t row_bytes, int rows_at_once, int64_t distance) {
+  if (row_bytes >= distance) return distance;
+  const int64_t block = row_bytes * rows_at_once;
+  return (distance + block - 1) / block * block;
+}
+
 // Independent FMA chains per activation row: two 512-bit FMA units of latency 4 want 8 in flight.
 template <int M>
 constexpr int kChains = M == 2 ? 4 : 2;
@@ -60,6 +70,7 @@ void GemvBf16Block(const PackedWeight& w, const float* x, float* y, int64_t n) {
   const int64_t k_total = w.cols(), n_total = w.rows();
   const uint16_t* rows[R];
   for (int r = 0; r < R; ++r) rows[r] = w.bf16() + (n + r) * k_total;
+  const int64_t ahead = PrefetchDistance(2 * k_total, R, kPrefetchBf16Bytes);
   __m512 acc[R][M][kC];
   for (int r = 0; r < R; ++r) {
     for (int i = 0; i < M; ++i) {
@@ -69,7 +80,7 @@ void GemvBf16Block(const PackedWeight& w, const float* x, float* y, int64_t n) {
   int64_t k = 0;
   for (; k + 16 * kC <= k_total; k += 16 * kC) {
     for (int r = 0; r < R; ++r) {
-      _mm_prefetch(reinterpret_cast<const char*>(rows[r] + k) + kPrefetchBf16Bytes, _MM_HINT_T1);
+      _mm_prefetch(reinterpret_cast<const char*>(rows[r] + k) + ahead, _MM_HINT_T1);
       for (int c = 0; c < kC; ++c) {
         const __m512 wv = Bf16x16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows[r] + k + 16 * c)));
         for (int i = 0; i < M; ++i) {
@@ -126,6 +137,7 @@ void GemvFp8Block(const PackedWeight& w, const float* x, float* y, int64_t n) {
     rows[r] = w.fp8() + (n + r) * k_total;
     scales[r] = w.scale() + ((n + r) / kFp8BlockSize) * scale_cols;
   }
+  const int64_t ahead = PrefetchDistance(k_total, R, kPrefetchFp8Bytes);
   __m512 total[R][M];
   for (int r = 0; r < R; ++r) {
     for (int i = 0; i < M; ++i) total[r][i] = _mm512_setzero_ps();
@@ -134,8 +146,8 @@ void GemvFp8Block(const PackedWeight& w, const float* x, float* y, int64_t n) {
     const int64_t k_end = k_total < kb + kFp8BlockSize ? k_total : kb + kFp8BlockSize;
     __m512 acc[R][M][kC];
     for (int r = 0; r < R; ++r) {
-      _mm_prefetch(reinterpret_cast<const char*>(rows[r] + kb) + kPrefetchFp8Bytes, _MM_HINT_T1);
-      _mm_prefetch(reinterpret_cast<const char*>(rows[r] + kb) + kPrefetchFp8Bytes + 64, _MM_HINT_T1);
+      _mm_prefetch(reinterpret_cast<const char*>(rows[r] + kb) + ahead, _MM_HINT_T1);
+      _mm_prefetch(reinterpret_cast<const char*>(rows[r] + kb) + ahead + 64, _MM_HINT_T1);
       for (int i = 0; i < M; ++i) {
         for (int c = 0; c < kC; ++c) acc[r][i][c] = _mm512_setzero_ps();
       }
