@@ -29,16 +29,17 @@ float Dot(const float* a, const float* b, int64_t n) { return DotF32(a, b, n); }
 StatusOr<MlaAttention> MlaAttention::Create(const ModelConfig& config, const LayerWeights& weights,
                                             int64_t layer, const Rope* rope, ThreadPool* pool) {
   MlaAttention a(config, weights, layer, rope);
-  // kv_b_projᵀ through the Matmul kernel itself (identity · Wᵀ), whatever the weight's format.
+  // kv_b_proj in fp32 through the Matmul kernel itself (identity · Wᵀ gives Wᵀ), whatever the
+  // weight's format, then transposed back to [H * (nope + v), kv_lora].
   const int64_t lora = config.kv_lora_rank;
   const int64_t n = weights.attn.kv_b_proj.rows();
   std::vector<float> eye(lora * lora, 0.0f);
   for (int64_t i = 0; i < lora; ++i) eye[i * lora + i] = 1.0f;
-  a.kv_b_t_.resize(lora * n);
-  RETURN_IF_ERROR(kernels::cpu::Matmul(weights.attn.kv_b_proj, eye.data(), lora, a.kv_b_t_.data(), pool));
+  std::vector<float> transposed(lora * n);
+  RETURN_IF_ERROR(kernels::cpu::Matmul(weights.attn.kv_b_proj, eye.data(), lora, transposed.data(), pool));
   a.kv_b_.resize(n * lora);
   for (int64_t r = 0; r < n; ++r) {
-    for (int64_t cc = 0; cc < lora; ++cc) a.kv_b_[r * lora + cc] = a.kv_b_t_[cc * n + r];
+    for (int64_t cc = 0; cc < lora; ++cc) a.kv_b_[r * lora + cc] = transposed[cc * n + r];
   }
   return a;
 }
@@ -257,7 +258,7 @@ void MlaAttention::AbsorbedHeads(const AttnSegment& seg, const float* q,
   const int64_t heads = c.num_attention_heads, qk = c.qk_head_dim(), nope = c.qk_nope_head_dim;
   const int64_t rope = c.qk_rope_head_dim, vdim = c.v_head_dim, lora = c.kv_lora_rank,
                 width = c.KvLatentWidth();
-  const int64_t ctx = seg.context(), n_cols = heads * (nope + vdim), nh = h1 - h0;
+  const int64_t ctx = seg.context(), nh = h1 - h0;
   const float scale = static_cast<float>(c.AttentionSoftmaxScale());
   std::vector<float>& p = scratch->p;
   std::vector<float>& q_cat = scratch->q_cat;
@@ -272,8 +273,9 @@ void MlaAttention::AbsorbedHeads(const AttnSegment& seg, const float* q,
     for (int64_t h = h0; h < h1; ++h) {
       const float* qh = q + (i * heads + h) * qk;
       float* qc = q_cat.data() + (h - h0) * width;
-      const int64_t uk = h * (nope + vdim);  // W_UK columns of kv_b_projᵀ
-      for (int64_t cc = 0; cc < lora; ++cc) qc[cc] = DotF32(qh, kv_b_t_.data() + cc * n_cols + uk, nope);
+      const int64_t uk = h * (nope + vdim);  // W_UK rows of kv_b_proj
+      // q_lat = W_UKᵀ q_nope: the head's nope rows of kv_b_proj weighted by q_nope, summed.
+      WeightedRowSum(qh, kv_b_.data() + uk * lora, nope, lora, lora, qc);
       std::copy_n(qh + nope, rope, qc + lora);
     }
     // Causal: query i sees rows [0, past + i]; each page's rows are scored for all nh heads at once.

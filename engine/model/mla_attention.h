@@ -27,7 +27,7 @@ namespace tandem::engine::model {
 
 class MlaAttention {
  public:
-  // Precomputes kv_b_proj and its transpose in fp32 for the absorbed form.
+  // Precomputes kv_b_proj in fp32 for the absorbed form.
   // REQUIRES: weights and rope outlive the object.
   static StatusOr<MlaAttention> Create(const ModelConfig& config, const LayerWeights& weights, int64_t layer,
                                        const Rope* rope, ThreadPool* pool);
@@ -65,8 +65,7 @@ class MlaAttention {
   const LayerWeights* weights_;
   int64_t layer_;
   const Rope* rope_;
-  std::vector<float> kv_b_t_;  // [kv_lora, H * (nope + v)] = kv_b_projᵀ (W_UK columns read contiguously)
-  std::vector<float> kv_b_;    // [H * (nope + v), kv_lora] = kv_b_proj in fp32 (W_UV rows read contiguously)
+  std::vector<float> kv_b_;  // [H * (nope + v), kv_lora] = kv_b_proj in fp32 (W_UK and W_UV rows)
 };
 
 }  // namespace tandem::engine::model
