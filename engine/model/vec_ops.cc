@@ -165,17 +165,32 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void DotRowsBf16Avx512(cons
       width % 16 == 0 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << (width % 16)) - 1);
   for (int64_t j = 0; j < n; ++j) {
     const uint16_t* r = rows + j * row_stride;
-    __m512 acc[NQ][2];
-    for (int h = 0; h < NQ; ++h) acc[h][0] = acc[h][1] = _mm512_setzero_ps();
-    for (int64_t c = 0; c < chunks; ++c) {
+    __m512 acc0[NQ], acc1[NQ];  // chains of the even and odd chunks (fixed indices: kept in registers)
+    for (int h = 0; h < NQ; ++h) acc0[h] = acc1[h] = _mm512_setzero_ps();
+    int64_t c = 0;
+    for (; c + 2 < chunks; c += 2) {
+      const __m512 v0 = Bf16x16(r + 16 * c, static_cast<__mmask16>(0xffff));
+      const __m512 v1 = Bf16x16(r + 16 * c + 16, static_cast<__mmask16>(0xffff));
+      for (int h = 0; h < NQ; ++h) {
+        acc0[h] = _mm512_fmadd_ps(_mm512_loadu_ps(q + h * q_stride + 16 * c), v0, acc0[h]);
+        acc1[h] = _mm512_fmadd_ps(_mm512_loadu_ps(q + h * q_stride + 16 * c + 16), v1, acc1[h]);
+      }
+    }
+    // The last one or two chunks, the very last one masked.
+    for (; c < chunks; ++c) {
       const __mmask16 m = c + 1 == chunks ? last : static_cast<__mmask16>(0xffff);
       const __m512 v = Bf16x16(r + 16 * c, m);
-      for (int h = 0; h < NQ; ++h)
-        acc[h][c & 1] =
-            _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, q + h * q_stride + 16 * c), v, acc[h][c & 1]);
+      for (int h = 0; h < NQ; ++h) {
+        const __m512 qv = _mm512_maskz_loadu_ps(m, q + h * q_stride + 16 * c);
+        if (c % 2 == 0) {
+          acc0[h] = _mm512_fmadd_ps(qv, v, acc0[h]);
+        } else {
+          acc1[h] = _mm512_fmadd_ps(qv, v, acc1[h]);
+        }
+      }
     }
     for (int h = 0; h < NQ; ++h)
-      out[h * out_stride + j] = _mm512_reduce_add_ps(_mm512_add_ps(acc[h][0], acc[h][1]));
+      out[h * out_stride + j] = _mm512_reduce_add_ps(_mm512_add_ps(acc0[h], acc1[h]));
   }
 }
 
