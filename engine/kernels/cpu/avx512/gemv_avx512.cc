@@ -123,6 +123,17 @@ __m512 Fp8x16ToFloat(__m128i codes) {
   return _mm512_cvtph_ps(half);
 }
 
+// The same for 32 codes at once (out[0]: codes 0..15, out[1]: 16..31): one sign-extend, shift
+// and mask over 512 bits instead of two over 256 saves two of the ~12 vector uops per 32 codes,
+// and this loop is bound by them (512-bit uops issue on two ports only).
+void Fp8x32ToFloat(const uint8_t* p, __m512* out) {
+  const __m512i half = _mm512_and_si512(
+      _mm512_slli_epi16(_mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))), 7),
+      _mm512_set1_epi16(static_cast<int16_t>(0xbfff)));
+  out[0] = _mm512_cvtph_ps(_mm512_castsi512_si256(half));
+  out[1] = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(half, 1));
+}
+
 // Block sums of (value · 2^-8) · (x · 2^40) back to value · x.
 constexpr float kHalfDecodeUnscale = 256.0f * avx2::kFp8ActivationUnscale;  // 2^-32
 
@@ -155,9 +166,11 @@ void GemvFp8Block(const PackedWeight& w, const float* x, float* y, int64_t n) {
     int64_t k = kb;
     for (; k + 64 <= k_end; k += 64) {
       for (int r = 0; r < R; ++r) {
+        __m512 qs[4];
+        Fp8x32ToFloat(rows[r] + k, qs);
+        Fp8x32ToFloat(rows[r] + k + 32, qs + 2);
         for (int j = 0; j < 4; ++j) {
-          const __m512 q =
-              Fp8x16ToFloat(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[r] + k + 16 * j)));
+          const __m512 q = qs[j];
           for (int i = 0; i < M; ++i) {
             acc[r][i][j % kC] =
                 _mm512_fmadd_ps(q, _mm512_loadu_ps(x + i * k_total + k + 16 * j), acc[r][i][j % kC]);
