@@ -29,8 +29,13 @@ float Dot(const float* a, const float* b, int64_t n) { return DotF32(a, b, n); }
 StatusOr<MlaAttention> MlaAttention::Create(const ModelConfig& config, const LayerWeights& weights,
                                             int64_t layer, const Rope* rope, ThreadPool* pool) {
   MlaAttention a(config, weights, layer, rope);
-  // kv_b_proj in fp32 through the Matmul kernel itself (identity · Wᵀ gives Wᵀ), whatever the
-  // weight's format, then transposed back to [H * (nope + v), kv_lora].
+  // A bf16 kv_b_proj is read in place by the absorbed form (its rows widened exactly on the fly);
+  // any other format is decoded once to fp32 here, through the Matmul kernel itself (identity · Wᵀ gives Wᵀ),
+  // whatever the weight's format, then transposed back to [H * (nope + v), kv_lora].
+  if (weights.attn.kv_b_proj.format() == WeightFormat::kBf16) {
+    a.kv_b_bf16_ = weights.attn.kv_b_proj.bf16();
+    return a;
+  }
   const int64_t lora = config.kv_lora_rank;
   const int64_t n = weights.attn.kv_b_proj.rows();
   std::vector<float> eye(lora * lora, 0.0f);
@@ -275,7 +280,12 @@ void MlaAttention::AbsorbedHeads(const AttnSegment& seg, const float* q,
       float* qc = q_cat.data() + (h - h0) * width;
       const int64_t uk = h * (nope + vdim);  // W_UK rows of kv_b_proj
       // q_lat = W_UKᵀ q_nope: the head's nope rows of kv_b_proj weighted by q_nope, summed.
-      WeightedRowSum(qh, kv_b_.data() + uk * lora, nope, lora, lora, qc);
+      if (kv_b_bf16_ != nullptr) {
+        std::fill(qc, qc + lora, 0.0f);
+        WeightedRowSumBf16(qh, kv_b_bf16_ + uk * lora, nope, lora, lora, qc);
+      } else {
+        WeightedRowSum(qh, kv_b_.data() + uk * lora, nope, lora, lora, qc);
+      }
       std::copy_n(qh + nope, rope, qc + lora);
     }
     // Causal: query i sees rows [0, past + i]; each page's rows are scored for all nh heads at once.
@@ -296,7 +306,11 @@ void MlaAttention::AbsorbedHeads(const AttnSegment& seg, const float* q,
       }
       float* o = out + (i * heads + h) * vdim;
       const int64_t uv = h * (nope + vdim) + nope;  // W_UV rows of kv_b_proj
-      for (int64_t d = 0; d < vdim; ++d) o[d] = DotF32(o_lat.data(), kv_b_.data() + (uv + d) * lora, lora);
+      if (kv_b_bf16_ != nullptr) {
+        DotRowsBf16(o_lat.data(), 1, lora, kv_b_bf16_ + uv * lora, vdim, lora, lora, o, vdim);
+      } else {
+        for (int64_t d = 0; d < vdim; ++d) o[d] = DotF32(o_lat.data(), kv_b_.data() + (uv + d) * lora, lora);
+      }
     }
   }
 }

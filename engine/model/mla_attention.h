@@ -27,7 +27,7 @@ namespace tandem::engine::model {
 
 class MlaAttention {
  public:
-  // Precomputes kv_b_proj in fp32 for the absorbed form.
+  // Precomputes kv_b_proj in fp32 for the absorbed form unless it is bf16 (then read in place).
   // REQUIRES: weights and rope outlive the object.
   static StatusOr<MlaAttention> Create(const ModelConfig& config, const LayerWeights& weights, int64_t layer,
                                        const Rope* rope, ThreadPool* pool);
@@ -65,7 +65,10 @@ class MlaAttention {
   const LayerWeights* weights_;
   int64_t layer_;
   const Rope* rope_;
-  std::vector<float> kv_b_;  // [H * (nope + v), kv_lora] = kv_b_proj in fp32 (W_UK and W_UV rows)
+  // kv_b_proj [H * (nope + v), kv_lora] (W_UK and W_UV rows): in place when it is bf16, else
+  // decoded to fp32 once.
+  const uint16_t* kv_b_bf16_ = nullptr;
+  std::vector<float> kv_b_;
 };
 
 }  // namespace tandem::engine::model
