@@ -5,6 +5,7 @@
 #include "engine/model/forward.h"
 
 #include <cmath>
+#include <cstring>
 #include <memory>
 #include <vector>
 
@@ -227,9 +228,9 @@ TEST(RoutingTest, GreedyIgnoresGroups) {
 // A dummy model, a page pool and a runner; pages are handed out in order.
 class Harness {
  public:
-  Harness(const char* preset, KvCacheDtype dtype = KvCacheDtype::kBf16)
-      : Harness(Preset(preset).value(), dtype) {}
-  Harness(ModelConfig c, KvCacheDtype dtype = KvCacheDtype::kBf16) : pool_(2) {
+  Harness(const char* preset, KvCacheDtype dtype = KvCacheDtype::kBf16, int threads = 2)
+      : Harness(Preset(preset).value(), dtype, threads) {}
+  Harness(ModelConfig c, KvCacheDtype dtype = KvCacheDtype::kBf16, int threads = 2) : pool_(threads) {
     weights_ = std::make_unique<ModelWeights>(MakeDummyModel(c, WeightFormat::kBf16, 7, 2).value());
     kv::PagePoolConfig pc;
     pc.shape = {static_cast<size_t>(c.num_hidden_layers), static_cast<size_t>(c.kv_lora_rank),
@@ -316,6 +317,27 @@ TEST_P(RunnerTest, AbsorbedMlaEqualsExpanded) {
       EXPECT_LE(RowRel(absorbed.Step({&b}, {{t}}, MlaForm::kAbsorbed),
                        expanded.Step({&a}, {{t}}, MlaForm::kExpanded), expanded.vocab()),
                 kSameMathRtol);
+    }
+  }
+}
+
+// A lone decode sequence on 2+ threads takes the split absorbed path (queries, then scores by page,
+// then outputs by head); on 1 thread the per-head path. They must agree to the bit, with both
+// cache dtypes and over several steps (the whole forward is split-independent otherwise).
+TEST_P(RunnerTest, SplitAbsorbedAttentionEqualsPerHeadPathBitForBit) {
+  for (KvCacheDtype dtype : {KvCacheDtype::kBf16, KvCacheDtype::kFp8E4M3}) {
+    Harness one(GetParam(), dtype, 1), three(GetParam(), dtype, 3);
+    KvSequence a, b;
+    const std::vector<int32_t> prompt = Tokens(21, 5);
+    std::vector<float> x = one.Step({&a}, {prompt}, MlaForm::kAbsorbed);
+    std::vector<float> y = three.Step({&b}, {prompt}, MlaForm::kAbsorbed);
+    ASSERT_EQ(x.size(), y.size());
+    EXPECT_EQ(std::memcmp(x.data(), y.data(), x.size() * sizeof(float)), 0) << "prefill";
+    for (int32_t t : {7, 300, 42, 999}) {
+      x = one.Step({&a}, {{t}}, MlaForm::kAbsorbed);
+      y = three.Step({&b}, {{t}}, MlaForm::kAbsorbed);
+      ASSERT_EQ(x.size(), y.size());
+      EXPECT_EQ(std::memcmp(x.data(), y.data(), x.size() * sizeof(float)), 0) << "decode token " << t;
     }
   }
 }

@@ -1,6 +1,7 @@
 #include "engine/model/mla_attention.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 
@@ -196,20 +197,28 @@ Status MlaAttention::Forward(const float* h, int64_t tokens, std::span<const Att
     RETURN_IF_ERROR(Expanded(seg, q.data() + seg.first_row * heads * qk, lats[s], (*index_masks)[s], pool,
                              options, attn.data() + seg.first_row * heads * c.v_head_dim));
   }
-  // Every (absorbed segment, head) pair in one ParallelFor: a decode batch is many segments of
-  // one token, each too little work to wake the pool for. A thread's consecutive heads of one
-  // segment share each pass over the context rows.
-  pool->ParallelFor(static_cast<int64_t>(absorbed.size()) * heads, 1, [&](int64_t begin, int64_t end, int) {
-    AbsorbedScratch scratch;
-    for (int64_t i = begin; i < end;) {
-      const size_t s = absorbed[i / heads];
-      const int64_t h0 = i % heads, h1 = std::min(heads, h0 + (end - i));
-      const AttnSegment& seg = segs[s];
-      AbsorbedHeads(seg, q.data() + seg.first_row * heads * qk, rows16[s], page_tokens, (*index_masks)[s], h0,
-                    h1, &scratch, attn.data() + seg.first_row * heads * c.v_head_dim);
-      i += h1 - h0;
-    }
-  });
+  // Fewer decode segments than threads (batch 1): split the work three ways, so that each page of
+  // the context is read by one thread (reading all of it on every thread made this phase
+  // memory-bound). Otherwise every (absorbed segment, head) pair in one ParallelFor: a decode
+  // batch is many segments of one token, each too little work to wake the pool for, and a
+  // thread's consecutive heads of one segment share each pass over the context rows. Both give
+  // the same bits: every score, softmax and sum is computed the same way in either.
+  if (!absorbed.empty() && static_cast<int64_t>(absorbed.size()) < pool->num_threads()) {
+    RETURN_IF_ERROR(
+        AbsorbedSplit(segs, absorbed, q.data(), rows16, page_tokens, *index_masks, pool, attn.data()));
+  } else {
+    pool->ParallelFor(static_cast<int64_t>(absorbed.size()) * heads, 1, [&](int64_t begin, int64_t end, int) {
+      AbsorbedScratch scratch;
+      for (int64_t i = begin; i < end;) {
+        const size_t s = absorbed[i / heads];
+        const int64_t h0 = i % heads, h1 = std::min(heads, h0 + (end - i));
+        const AttnSegment& seg = segs[s];
+        AbsorbedHeads(seg, q.data() + seg.first_row * heads * qk, rows16[s], page_tokens, (*index_masks)[s],
+                      h0, h1, &scratch, attn.data() + seg.first_row * heads * c.v_head_dim);
+        i += h1 - h0;
+      }
+    });
+  }
   return kernels::cpu::Matmul(w.o_proj, attn.data(), tokens, out, pool, options);
 }
 
@@ -255,39 +264,60 @@ Status MlaAttention::Expanded(const AttnSegment& seg, const float* q, const std:
   return Status::Ok();
 }
 
+void MlaAttention::QueryLatent(const float* qh, int64_t h, float* qc) const {
+  const ModelConfig& c = *config_;
+  const int64_t nope = c.qk_nope_head_dim, lora = c.kv_lora_rank;
+  const int64_t uk = h * (nope + c.v_head_dim);  // W_UK rows of kv_b_proj
+  // q_lat = W_UKᵀ q_nope: the head's nope rows of kv_b_proj weighted by q_nope, summed.
+  if (kv_b_bf16_ != nullptr) {
+    std::fill(qc, qc + lora, 0.0f);
+    WeightedRowSumBf16(qh, kv_b_bf16_ + uk * lora, nope, lora, lora, qc);
+  } else {
+    WeightedRowSum(qh, kv_b_.data() + uk * lora, nope, lora, lora, qc);
+  }
+  std::copy_n(qh + nope, c.qk_rope_head_dim, qc + lora);
+}
+
+void MlaAttention::HeadOutput(const AttnSegment& seg, std::span<const uint16_t* const> pages,
+                              int64_t page_tokens, const KeyMask& mask, int64_t i, int64_t h, float* ph,
+                              std::vector<float>* o_lat, float* o) const {
+  const ModelConfig& c = *config_;
+  const int64_t lora = c.kv_lora_rank, vdim = c.v_head_dim, width = c.KvLatentWidth();
+  const int64_t ctx = seg.context(), visible = std::min(ctx, seg.past + i + 1);
+  const float scale = static_cast<float>(c.AttentionSoftmaxScale());
+  for (int64_t j = 0; j < ctx; ++j)
+    ph[j] = j < visible && (mask.empty() || mask[i * ctx + j] != 0) ? ph[j] * scale : kNegInf;
+  SoftmaxInPlace(ph, ctx);
+  o_lat->assign(lora, 0.0f);
+  for (int64_t first = 0; first < visible; first += page_tokens) {
+    WeightedRowSumBf16(ph + first, pages[first / page_tokens], std::min(page_tokens, visible - first), width,
+                       lora, o_lat->data());
+  }
+  const int64_t uv = h * (c.qk_nope_head_dim + vdim) + c.qk_nope_head_dim;  // W_UV rows of kv_b_proj
+  if (kv_b_bf16_ != nullptr) {
+    DotRowsBf16(o_lat->data(), 1, lora, kv_b_bf16_ + uv * lora, vdim, lora, lora, o, vdim);
+  } else {
+    for (int64_t d = 0; d < vdim; ++d) o[d] = DotF32(o_lat->data(), kv_b_.data() + (uv + d) * lora, lora);
+  }
+}
+
 void MlaAttention::AbsorbedHeads(const AttnSegment& seg, const float* q,
                                  std::span<const uint16_t* const> pages, int64_t page_tokens,
                                  const KeyMask& mask, int64_t h0, int64_t h1, AbsorbedScratch* scratch,
                                  float* out) const {
   const ModelConfig& c = *config_;
-  const int64_t heads = c.num_attention_heads, qk = c.qk_head_dim(), nope = c.qk_nope_head_dim;
-  const int64_t rope = c.qk_rope_head_dim, vdim = c.v_head_dim, lora = c.kv_lora_rank,
-                width = c.KvLatentWidth();
+  const int64_t heads = c.num_attention_heads, qk = c.qk_head_dim(), width = c.KvLatentWidth();
   const int64_t ctx = seg.context(), nh = h1 - h0;
-  const float scale = static_cast<float>(c.AttentionSoftmaxScale());
   std::vector<float>& p = scratch->p;
   std::vector<float>& q_cat = scratch->q_cat;
-  std::vector<float>& o_lat = scratch->o_lat;
   p.resize(nh * ctx);
   q_cat.resize(nh * width);
-  o_lat.resize(lora);
   // fp32 with fused multiply-adds throughout (Hugging Face's attention accumulates in fp32 too).
   // Per head: q_cat = [W_UKᵀ q_nope | q_rope], laid out like a cached row [latent | rope], so a
   // score is one dot of width = lora + rope with the row; o = W_UV Σ p_j latent_j.
   for (int64_t i = 0; i < seg.num_new; ++i) {
-    for (int64_t h = h0; h < h1; ++h) {
-      const float* qh = q + (i * heads + h) * qk;
-      float* qc = q_cat.data() + (h - h0) * width;
-      const int64_t uk = h * (nope + vdim);  // W_UK rows of kv_b_proj
-      // q_lat = W_UKᵀ q_nope: the head's nope rows of kv_b_proj weighted by q_nope, summed.
-      if (kv_b_bf16_ != nullptr) {
-        std::fill(qc, qc + lora, 0.0f);
-        WeightedRowSumBf16(qh, kv_b_bf16_ + uk * lora, nope, lora, lora, qc);
-      } else {
-        WeightedRowSum(qh, kv_b_.data() + uk * lora, nope, lora, lora, qc);
-      }
-      std::copy_n(qh + nope, rope, qc + lora);
-    }
+    for (int64_t h = h0; h < h1; ++h)
+      QueryLatent(q + (i * heads + h) * qk, h, q_cat.data() + (h - h0) * width);
     // Causal: query i sees rows [0, past + i]; each page's rows are scored for all nh heads at once.
     const int64_t visible = std::min(ctx, seg.past + i + 1);
     for (int64_t first = 0; first < visible; first += page_tokens) {
@@ -295,24 +325,63 @@ void MlaAttention::AbsorbedHeads(const AttnSegment& seg, const float* q,
                   width, width, p.data() + first, ctx);
     }
     for (int64_t h = h0; h < h1; ++h) {
-      float* ph = p.data() + (h - h0) * ctx;
-      for (int64_t j = 0; j < ctx; ++j)
-        ph[j] = j < visible && (mask.empty() || mask[i * ctx + j] != 0) ? ph[j] * scale : kNegInf;
-      SoftmaxInPlace(ph, ctx);
-      std::fill(o_lat.begin(), o_lat.end(), 0.0f);
-      for (int64_t first = 0; first < visible; first += page_tokens) {
-        WeightedRowSumBf16(ph + first, pages[first / page_tokens], std::min(page_tokens, visible - first),
-                           width, lora, o_lat.data());
-      }
-      float* o = out + (i * heads + h) * vdim;
-      const int64_t uv = h * (nope + vdim) + nope;  // W_UV rows of kv_b_proj
-      if (kv_b_bf16_ != nullptr) {
-        DotRowsBf16(o_lat.data(), 1, lora, kv_b_bf16_ + uv * lora, vdim, lora, lora, o, vdim);
-      } else {
-        for (int64_t d = 0; d < vdim; ++d) o[d] = DotF32(o_lat.data(), kv_b_.data() + (uv + d) * lora, lora);
-      }
+      HeadOutput(seg, pages, page_tokens, mask, i, h, p.data() + (h - h0) * ctx, &scratch->o_lat,
+                 out + (i * heads + h) * c.v_head_dim);
     }
   }
+}
+
+Status MlaAttention::AbsorbedSplit(std::span<const AttnSegment> segs, std::span<const size_t> absorbed,
+                                   const float* q, std::span<const std::vector<const uint16_t*>> rows16,
+                                   int64_t page_tokens, const std::vector<KeyMask>& masks, ThreadPool* pool,
+                                   float* attn) const {
+  const ModelConfig& c = *config_;
+  const int64_t heads = c.num_attention_heads, qk = c.qk_head_dim(), width = c.KvLatentWidth();
+  // Per absorbed segment: q_cat [num_new, H, width] and scores [num_new, H, ctx].
+  std::vector<std::vector<float>> q_cat(absorbed.size()), p(absorbed.size());
+  std::vector<std::array<int64_t, 3>> query_heads, query_pages;  // (segment, token, head / first row)
+  for (size_t a = 0; a < absorbed.size(); ++a) {
+    const AttnSegment& seg = segs[absorbed[a]];
+    q_cat[a].resize(seg.num_new * heads * width);
+    p[a].resize(seg.num_new * heads * seg.context());
+    for (int64_t i = 0; i < seg.num_new; ++i) {
+      for (int64_t h = 0; h < heads; ++h) query_heads.push_back({static_cast<int64_t>(a), i, h});
+      const int64_t visible = std::min(seg.context(), seg.past + i + 1);
+      for (int64_t first = 0; first < visible; first += page_tokens)
+        query_pages.push_back({static_cast<int64_t>(a), i, first});
+    }
+  }
+  // 1. q_cat of every head, heads split over the threads.
+  pool->ParallelFor(static_cast<int64_t>(query_heads.size()), 1, [&](int64_t begin, int64_t end, int) {
+    for (int64_t k = begin; k < end; ++k) {
+      const auto [a, i, h] = query_heads[k];
+      const AttnSegment& seg = segs[absorbed[a]];
+      QueryLatent(q + ((seg.first_row + i) * heads + h) * qk, h, q_cat[a].data() + (i * heads + h) * width);
+    }
+  });
+  // 2. Scores of all heads, the context's pages split over the threads: each page is read once.
+  pool->ParallelFor(static_cast<int64_t>(query_pages.size()), 1, [&](int64_t begin, int64_t end, int) {
+    for (int64_t k = begin; k < end; ++k) {
+      const auto [a, i, first] = query_pages[k];
+      const AttnSegment& seg = segs[absorbed[a]];
+      const int64_t visible = std::min(seg.context(), seg.past + i + 1);
+      DotRowsBf16(q_cat[a].data() + i * heads * width, heads, width, rows16[absorbed[a]][first / page_tokens],
+                  std::min(page_tokens, visible - first), width, width,
+                  p[a].data() + i * heads * seg.context() + first, seg.context());
+    }
+  });
+  // 3. Softmax, Σ p_j latent_j and W_UV per head, heads split over the threads.
+  pool->ParallelFor(static_cast<int64_t>(query_heads.size()), 1, [&](int64_t begin, int64_t end, int) {
+    std::vector<float> o_lat;
+    for (int64_t k = begin; k < end; ++k) {
+      const auto [a, i, h] = query_heads[k];
+      const size_t s = absorbed[a];
+      const AttnSegment& seg = segs[s];
+      HeadOutput(seg, rows16[s], page_tokens, masks[s], i, h, p[a].data() + (i * heads + h) * seg.context(),
+                 &o_lat, attn + ((seg.first_row + i) * heads + h) * c.v_head_dim);
+    }
+  });
+  return Status::Ok();
 }
 
 }  // namespace tandem::engine::model

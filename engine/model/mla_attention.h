@@ -55,11 +55,27 @@ class MlaAttention {
   struct AbsorbedScratch {
     std::vector<float> p, q_cat, o_lat;  // [heads, ctx], [heads, kv_lora + rope] (q_lat | q_rope), [kv_lora]
   };
-  // Heads [h0, h1) of every new token of the segment, absorbed form: out[i, h, :]. pages[k] holds
-  // the segment's context rows [k·page_tokens, (k+1)·page_tokens) of this layer as bf16.
+  // The absorbed form's three stages. pages[k] holds a segment's context rows
+  // [k·page_tokens, (k+1)·page_tokens) of this layer as bf16.
+  //   QueryLatent: qc [kv_lora + rope] = [W_UKᵀ q_nope | q_rope] of head h from qh (one token's head).
+  //   HeadOutput: scores ph [ctx] of new token i and head h (unscaled dots) -> masked, scaled,
+  //     softmaxed in place; o [v] = W_UV Σ_j ph[j]·latent_j.
+  void QueryLatent(const float* qh, int64_t h, float* qc) const;
+  void HeadOutput(const AttnSegment& seg, std::span<const uint16_t* const> pages, int64_t page_tokens,
+                  const KeyMask& mask, int64_t i, int64_t h, float* ph, std::vector<float>* o_lat,
+                  float* o) const;
+  // Heads [h0, h1) of every new token of the segment, absorbed form: out[i, h, :]; the heads share
+  // each pass over the rows.
   void AbsorbedHeads(const AttnSegment& seg, const float* q, std::span<const uint16_t* const> pages,
                      int64_t page_tokens, const KeyMask& mask, int64_t h0, int64_t h1,
                      AbsorbedScratch* scratch, float* out) const;
+
+  // Every head of the absorbed segments (indices into segs) in three ParallelFors: queries by
+  // head, scores by page (each page read once), outputs by head. attn: [T, H, v]. The same bits as
+  // AbsorbedHeads; for batches with fewer segments than threads.
+  Status AbsorbedSplit(std::span<const AttnSegment> segs, std::span<const size_t> absorbed, const float* q,
+                       std::span<const std::vector<const uint16_t*>> rows16, int64_t page_tokens,
+                       const std::vector<KeyMask>& masks, ThreadPool* pool, float* attn) const;
 
   const ModelConfig* config_;
   const LayerWeights* weights_;
