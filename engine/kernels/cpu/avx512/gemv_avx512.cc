@@ -11,14 +11,7 @@
 // the linker could keep this file's AVX-512 copy of one for callers on CPUs without AVX-512.
 #include <cstdint>
 
-// GCC 12's AVX-512 intrinsics self-initialise their "undefined" operands, which -W(maybe-)uninitialized
-// reports wherever they are inlined (GCC bug 105593): silenced for the header's lines only.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <immintrin.h>
-#pragma GCC diagnostic pop
-
+#include "engine/kernels/cpu/avx512/simd_avx512.h"
 #include "engine/kernels/cpu/matmul_internal.h"
 
 namespace tandem::engine::kernels::cpu::avx512 {
@@ -46,8 +39,6 @@ constexpr int kChains = M == 2 ? 4 : 2;
 // Weight rows streamed together at batch 1 (independent DRAM streams per thread).
 template <int M>
 constexpr int kRowsAtOnce = M == 1 ? 4 : 1;
-
-__mmask16 TailMask16(int64_t left) { return left >= 16 ? __mmask16(0xffff) : __mmask16((1u << left) - 1); }
 
 float HorizontalSum(__m256 v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -90,7 +81,7 @@ void GemvBf16Block(const PackedWeight& w, const float* x, float* y, int64_t n) {
     }
   }
   for (; k < k_total; k += 16) {
-    const __mmask16 mask = TailMask16(k_total - k);
+    const __mmask16 mask = Mask16(k_total - k);
     for (int r = 0; r < R; ++r) {
       const __m512 wv = Bf16x16(_mm256_maskz_loadu_epi16(mask, rows[r] + k));
       for (int i = 0; i < M; ++i) {
@@ -179,7 +170,7 @@ void GemvFp8Block(const PackedWeight& w, const float* x, float* y, int64_t n) {
       }
     }
     for (; k < k_end; k += 16) {
-      const __mmask16 mask = TailMask16(k_end - k);
+      const __mmask16 mask = Mask16(k_end - k);
       for (int r = 0; r < R; ++r) {
         const __m512 q = Fp8x16ToFloat(_mm_maskz_loadu_epi8(mask, rows[r] + k));
         for (int i = 0; i < M; ++i) {

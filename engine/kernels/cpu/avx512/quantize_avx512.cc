@@ -6,24 +6,11 @@
 // 8 · Σq · scale), with vcvtps2dq rounding as nearbyint does in the default rounding mode.
 #include <cstdint>
 
-// GCC 12's AVX-512 intrinsics self-initialise their "undefined" operands, which -W(maybe-)uninitialized
-// reports wherever they are inlined (GCC bug 105593): silenced for the header's lines only.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <immintrin.h>
-#pragma GCC diagnostic pop
-
+#include "engine/kernels/cpu/avx512/simd_avx512.h"
 #include "engine/kernels/cpu/matmul_internal.h"
 
 namespace tandem::engine::kernels::cpu::avx512 {
-namespace {
-
-__mmask16 Mask16(int64_t left) {
-  return left >= 16 ? __mmask16(0xffff) : left <= 0 ? __mmask16(0) : __mmask16((1u << left) - 1);
-}
-
-}  // namespace
+namespace {}  // namespace
 
 void QuantizeRowPairs(const float* x, int64_t cols, Int4Activation kind, void* q, float* scale, float* corr) {
   const bool int16 = kind == Int4Activation::kInt16;
