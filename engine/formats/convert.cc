@@ -3,24 +3,13 @@
 #include <cmath>
 
 #include "engine/core/cpu_features.h"
+#include "engine/core/immintrin.h"
 #include "engine/formats/float_codecs.h"
-
-#if defined(__x86_64__)
-// GCC 12's AVX-512 intrinsics self-initialise their "undefined" operands (bug 105593).
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <immintrin.h>
-#pragma GCC diagnostic pop
-#endif
 
 namespace tandem::engine {
 namespace {
 
 #if defined(__x86_64__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 // table[c] for 32 codes at a time, for a table whose upper half is the lower half with the sign
 // bit set: two 64-entry word permutes over the magnitudes, a blend on bit 6, the sign OR-ed back.
 __attribute__((target("avx512f,avx512bw,avx512vl"))) void LookupFp8Avx512(const uint16_t* table,
@@ -40,7 +29,6 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void LookupFp8Avx512(const 
     _mm512_mask_storeu_epi16(out + i, m, v);
   }
 }
-#pragma GCC diagnostic pop
 const bool kHostAvx512Bw = HostCpuFeatures().HasAvx512Kernels();
 #endif
 

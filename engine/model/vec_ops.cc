@@ -4,21 +4,13 @@
 #include <vector>
 
 #include "engine/core/cpu_features.h"
+#include "engine/core/immintrin.h"
 #include "engine/formats/float_codecs.h"
-
-#if defined(__x86_64__)
-#include <immintrin.h>
-#endif
 
 namespace tandem::engine::model {
 namespace {
 
 #if defined(__x86_64__)
-// GCC 12's AVX-512 headers self-initialize their "undefined" vectors, which -W(maybe-)uninitialized
-// flags once the intrinsics are inlined into these target("avx512f") functions.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 // fp32 products fused into fp32 accumulators: 4 chains of 8 lanes (32 products in flight).
 __attribute__((target("avx2,fma"))) float DotF32Avx2(const float* a, const float* b, int64_t n) {
   __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps(), acc2 = _mm256_setzero_ps(),
@@ -224,7 +216,6 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void WeightedRowSumBf16Avx5
     _mm512_mask_storeu_ps(out + d, m, acc);
   }
 }
-#pragma GCC diagnostic pop
 #endif
 
 #if defined(__x86_64__)
