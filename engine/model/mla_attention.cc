@@ -23,8 +23,6 @@ bool Allowed(const AttnSegment& seg, const KeyMask& mask, int64_t i, int64_t j) 
   return mask.empty() || mask[i * seg.context() + j] != 0;
 }
 
-float Dot(const float* a, const float* b, int64_t n) { return DotF32(a, b, n); }
-
 }  // namespace
 
 StatusOr<MlaAttention> MlaAttention::Create(const ModelConfig& config, const LayerWeights& weights,
@@ -246,8 +244,8 @@ Status MlaAttention::Expanded(const AttnSegment& seg, const float* q, const std:
             continue;
           }
           const float* kj = kv.data() + (j * heads + h) * per_head;
-          const double s =
-              static_cast<double>(Dot(qh, kj, nope)) + Dot(qh + nope, lat.data() + j * width + lora, rope);
+          const double s = static_cast<double>(DotF32(qh, kj, nope)) +
+                           DotF32(qh + nope, lat.data() + j * width + lora, rope);
           p[j] = static_cast<float>(s * scale);
         }
         SoftmaxInPlace(p.data(), ctx);
