@@ -152,23 +152,37 @@ TEST(VecOpsTest, DotRowsBf16IsBatchInvariantAndWithinFp32Rounding) {
   }
 }
 
-TEST(VecOpsTest, WeightedRowSumBf16PageByPageIsOneWeightedRowSum) {
-  const int64_t n = 70, stride = 330;
-  std::vector<float> w(n), widened(n * stride);
+TEST(VecOpsTest, WeightedRowSumsBf16PageByPageIsOneWeightedRowSumPerWeightVector) {
+  // 1..6 weight vectors (the AVX-512 path runs them in groups of up to 4), some weights 0, dims
+  // around the 16-lane chunks and the 64- and 128-wide passes, rows in pages of 16 (the last one
+  // short): every output must be WeightedRowSum's over the widened rows, bit for bit.
+  const int64_t n = 70, stride = 330, max_nw = 6;
+  std::vector<float> w(max_nw * n), widened(n * stride);
   std::vector<uint16_t> rows(n * stride);
-  for (int64_t j = 0; j < n; ++j) w[j] = j % 6 == 1 ? 0.0f : std::sin(static_cast<float>(j) * 1.3f) / 5.0f;
+  for (int64_t i = 0; i < max_nw * n; ++i)
+    w[i] = i % 6 == 1 || i % 11 == 4 ? 0.0f : std::sin(static_cast<float>(i) * 1.3f) / 5.0f;
   for (int64_t i = 0; i < n * stride; ++i) {
     rows[i] = FloatToBf16(std::cos(static_cast<float>(i) * 0.37f) * 2.1f);
     widened[i] = Bf16ToFloat(rows[i]);
   }
-  for (int64_t dim : {1, 15, 16, 17, 127, 128, 129, 256, 320}) {
-    std::vector<float> expected(dim), got(dim, 0.0f);
-    WeightedRowSum(w.data(), widened.data(), n, stride, dim, expected.data());
-    for (int64_t first = 0; first < n; first += 16) {  // pages of 16 rows, the last one short
-      WeightedRowSumBf16(w.data() + first, rows.data() + first * stride, std::min<int64_t>(16, n - first),
-                         stride, dim, got.data());
+  for (int64_t nw : {1, 2, 3, 4, 5, 6}) {
+    for (int64_t dim : {1, 15, 16, 17, 63, 64, 65, 127, 128, 129, 256, 320}) {
+      const int64_t out_stride = dim + 3;
+      std::vector<float> got(nw * out_stride, 0.0f);
+      for (int64_t first = 0; first < n; first += 16) {
+        WeightedRowSumsBf16(w.data() + first, nw, n, rows.data() + first * stride,
+                            std::min<int64_t>(16, n - first), stride, dim, got.data(), out_stride);
+      }
+      for (int64_t h = 0; h < nw; ++h) {
+        std::vector<float> expected(dim);
+        WeightedRowSum(w.data() + h * n, widened.data(), n, stride, dim, expected.data());
+        for (int64_t d = 0; d < dim; ++d)
+          ASSERT_EQ(got[h * out_stride + d], expected[d])
+              << "nw " << nw << " dim " << dim << " h " << h << " d " << d;
+        for (int64_t d = dim; d < out_stride; ++d)
+          ASSERT_EQ(got[h * out_stride + d], 0.0f) << "written past dim";
+      }
     }
-    for (int64_t d = 0; d < dim; ++d) ASSERT_EQ(got[d], expected[d]) << "dim " << dim << " d " << d;
   }
 }
 
@@ -328,7 +342,8 @@ TEST_P(RunnerTest, SplitAbsorbedAttentionEqualsPerHeadPathBitForBit) {
   for (KvCacheDtype dtype : {KvCacheDtype::kBf16, KvCacheDtype::kFp8E4M3}) {
     Harness one(GetParam(), dtype, 1), three(GetParam(), dtype, 3);
     KvSequence a, b;
-    const std::vector<int32_t> prompt = Tokens(21, 5);
+    // 70 tokens = 18 pages of 4: more than MlaAttention::kMaxBlocks, so a block spans 2 pages.
+    const std::vector<int32_t> prompt = Tokens(70, 5);
     std::vector<float> x = one.Step({&a}, {prompt}, MlaForm::kAbsorbed);
     std::vector<float> y = three.Step({&b}, {prompt}, MlaForm::kAbsorbed);
     ASSERT_EQ(x.size(), y.size());

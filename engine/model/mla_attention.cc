@@ -195,12 +195,12 @@ Status MlaAttention::Forward(const float* h, int64_t tokens, std::span<const Att
     RETURN_IF_ERROR(Expanded(seg, q.data() + seg.first_row * heads * qk, lats[s], (*index_masks)[s], pool,
                              options, attn.data() + seg.first_row * heads * c.v_head_dim));
   }
-  // Fewer decode segments than threads (batch 1): split the work three ways, so that each page of
-  // the context is read by one thread (reading all of it on every thread made this phase
+  // Fewer decode segments than threads (batch 1): split the work three ways, so that each row of
+  // the context is read by one thread, once (reading all of it on every thread made this phase
   // memory-bound). Otherwise every (absorbed segment, head) pair in one ParallelFor: a decode
   // batch is many segments of one token, each too little work to wake the pool for, and a
   // thread's consecutive heads of one segment share each pass over the context rows. Both give
-  // the same bits: every score, softmax and sum is computed the same way in either.
+  // the same bits: every block partial and every fold is computed the same way in either.
   if (!absorbed.empty() && static_cast<int64_t>(absorbed.size()) < pool->num_threads()) {
     RETURN_IF_ERROR(
         AbsorbedSplit(segs, absorbed, q.data(), rows16, page_tokens, *index_masks, pool, attn.data()));
@@ -269,27 +269,93 @@ void MlaAttention::QueryLatent(const float* qh, int64_t h, float* qc) const {
   // q_lat = W_UKᵀ q_nope: the head's nope rows of kv_b_proj weighted by q_nope, summed.
   if (kv_b_bf16_ != nullptr) {
     std::fill(qc, qc + lora, 0.0f);
-    WeightedRowSumBf16(qh, kv_b_bf16_ + uk * lora, nope, lora, lora, qc);
+    WeightedRowSumsBf16(qh, 1, nope, kv_b_bf16_ + uk * lora, nope, lora, lora, qc, lora);
   } else {
     WeightedRowSum(qh, kv_b_.data() + uk * lora, nope, lora, lora, qc);
   }
   std::copy_n(qh + nope, c.qk_rope_head_dim, qc + lora);
 }
 
-void MlaAttention::HeadOutput(const AttnSegment& seg, std::span<const uint16_t* const> pages,
-                              int64_t page_tokens, const KeyMask& mask, int64_t i, int64_t h, float* ph,
-                              std::vector<float>* o_lat, float* o) const {
+int64_t MlaAttention::BlockRows(int64_t ctx, int64_t page_tokens) {
+  const int64_t pages = std::max<int64_t>(1, (ctx + page_tokens - 1) / page_tokens);
+  return (pages + kMaxBlocks - 1) / kMaxBlocks * page_tokens;
+}
+
+void MlaAttention::BlockPartials(const AttnSegment& seg, std::span<const uint16_t* const> pages,
+                                 int64_t page_tokens, const KeyMask& mask, int64_t i, int64_t first,
+                                 int64_t block_rows, const float* q_cat, int64_t nh, std::vector<float>* s,
+                                 float* part) const {
   const ModelConfig& c = *config_;
-  const int64_t lora = c.kv_lora_rank, vdim = c.v_head_dim, width = c.KvLatentWidth();
+  const int64_t lora = c.kv_lora_rank, width = c.KvLatentWidth(), psize = PartialSize();
   const int64_t ctx = seg.context(), visible = std::min(ctx, seg.past + i + 1);
+  const int64_t end = std::min(first + block_rows, visible), n = end - first;
+  for (int64_t h = 0; h < nh; ++h) {
+    float* ph = part + h * psize;
+    std::fill(ph, ph + lora, 0.0f);
+    ph[lora] = kNegInf;
+    ph[lora + 1] = 0.0f;
+  }
+  if (n <= 0) return;
+  // Scores of every head, page by page: each row is read once for all nh heads.
+  s->resize(nh * block_rows);
+  for (int64_t p0 = first; p0 < end; p0 += page_tokens) {
+    DotRowsBf16(q_cat, nh, width, pages[p0 / page_tokens], std::min(page_tokens, end - p0), width, width,
+                s->data() + (p0 - first), block_rows);
+  }
+  // Per head: masked and scaled scores, their maximum m, the weights e_j = exp(s_j - m) and l.
   const float scale = static_cast<float>(c.AttentionSoftmaxScale());
-  for (int64_t j = 0; j < ctx; ++j)
-    ph[j] = j < visible && (mask.empty() || mask[i * ctx + j] != 0) ? ph[j] * scale : kNegInf;
-  SoftmaxInPlace(ph, ctx);
+  for (int64_t h = 0; h < nh; ++h) {
+    float* sh = s->data() + h * block_rows;
+    float m = kNegInf;
+    for (int64_t r = 0; r < n; ++r) {
+      const int64_t j = first + r;
+      sh[r] = mask.empty() || mask[i * ctx + j] != 0 ? sh[r] * scale : kNegInf;
+      m = std::max(m, sh[r]);
+    }
+    float l = 0.0f;
+    if (m != kNegInf) {
+      for (int64_t r = 0; r < n; ++r) {
+        sh[r] = sh[r] == kNegInf ? 0.0f : std::exp(sh[r] - m);
+        l += sh[r];
+      }
+    }
+    part[h * psize + lora] = m;
+    part[h * psize + lora + 1] = l;
+  }
+  // o = Σ e_j c_j of every head, page by page (the rows just scored, still in cache).
+  for (int64_t p0 = first; p0 < end; p0 += page_tokens) {
+    WeightedRowSumsBf16(s->data() + (p0 - first), nh, block_rows, pages[p0 / page_tokens],
+                        std::min(page_tokens, end - p0), width, lora, part, psize);
+  }
+}
+
+void MlaAttention::FoldPartial(const float* part, float* state) const {
+  const int64_t lora = config_->kv_lora_rank;
+  const float pm = part[lora], pl = part[lora + 1];
+  if (pl == 0.0f) return;  // nothing visible in the block
+  if (state[lora + 1] == 0.0f) {
+    std::copy_n(part, lora + 2, state);
+    return;
+  }
+  if (pm > state[lora]) {  // a new maximum: rescale what was folded so far
+    const float f = std::exp(state[lora] - pm);
+    for (int64_t d = 0; d < lora; ++d) state[d] *= f;
+    state[lora + 1] *= f;
+    state[lora] = pm;
+  }
+  const float f = std::exp(pm - state[lora]);
+  for (int64_t d = 0; d < lora; ++d) state[d] += f * part[d];
+  state[lora + 1] += f * pl;
+}
+
+void MlaAttention::HeadFromState(const float* state, int64_t h, std::vector<float>* o_lat, float* o) const {
+  const ModelConfig& c = *config_;
+  const int64_t lora = c.kv_lora_rank, vdim = c.v_head_dim;
+  // l > 0 whenever a row is visible (a new token always sees itself); o = 0 otherwise.
   o_lat->assign(lora, 0.0f);
-  for (int64_t first = 0; first < visible; first += page_tokens) {
-    WeightedRowSumBf16(ph + first, pages[first / page_tokens], std::min(page_tokens, visible - first), width,
-                       lora, o_lat->data());
+  if (state[lora + 1] > 0.0f) {
+    const float inv = 1.0f / state[lora + 1];
+    for (int64_t d = 0; d < lora; ++d) (*o_lat)[d] = state[d] * inv;
   }
   const int64_t uv = h * (c.qk_nope_head_dim + vdim) + c.qk_nope_head_dim;  // W_UV rows of kv_b_proj
   if (kv_b_bf16_ != nullptr) {
@@ -305,26 +371,28 @@ void MlaAttention::AbsorbedHeads(const AttnSegment& seg, const float* q,
                                  float* out) const {
   const ModelConfig& c = *config_;
   const int64_t heads = c.num_attention_heads, qk = c.qk_head_dim(), width = c.KvLatentWidth();
-  const int64_t ctx = seg.context(), nh = h1 - h0;
-  std::vector<float>& p = scratch->p;
-  std::vector<float>& q_cat = scratch->q_cat;
-  p.resize(nh * ctx);
-  q_cat.resize(nh * width);
-  // fp32 with fused multiply-adds throughout (Hugging Face's attention accumulates in fp32 too).
-  // Per head: q_cat = [W_UKᵀ q_nope | q_rope], laid out like a cached row [latent | rope], so a
-  // score is one dot of width = lora + rope with the row; o = W_UV Σ p_j latent_j.
+  const int64_t nh = h1 - h0, psize = PartialSize(), lora = c.kv_lora_rank;
+  const int64_t block_rows = BlockRows(seg.context(), page_tokens);
+  scratch->q_cat.resize(nh * width);
+  scratch->part.resize(nh * psize);
+  scratch->state.resize(nh * psize);
+  // fp32 with fused multiply-adds for the scores (Hugging Face's attention accumulates in fp32
+  // too). Per head: q_cat = [W_UKᵀ q_nope | q_rope], laid out like a cached row [latent | rope], so
+  // a score is one dot of width = lora + rope with the row.
   for (int64_t i = 0; i < seg.num_new; ++i) {
     for (int64_t h = h0; h < h1; ++h)
-      QueryLatent(q + (i * heads + h) * qk, h, q_cat.data() + (h - h0) * width);
-    // Causal: query i sees rows [0, past + i]; each page's rows are scored for all nh heads at once.
-    const int64_t visible = std::min(ctx, seg.past + i + 1);
-    for (int64_t first = 0; first < visible; first += page_tokens) {
-      DotRowsBf16(q_cat.data(), nh, width, pages[first / page_tokens], std::min(page_tokens, visible - first),
-                  width, width, p.data() + first, ctx);
+      QueryLatent(q + (i * heads + h) * qk, h, scratch->q_cat.data() + (h - h0) * width);
+    for (int64_t h = 0; h < nh; ++h) scratch->state[h * psize + lora + 1] = 0.0f;
+    const int64_t visible = std::min(seg.context(), seg.past + i + 1);
+    for (int64_t first = 0; first < visible; first += block_rows) {
+      BlockPartials(seg, pages, page_tokens, mask, i, first, block_rows, scratch->q_cat.data(), nh,
+                    &scratch->s, scratch->part.data());
+      for (int64_t h = 0; h < nh; ++h)
+        FoldPartial(scratch->part.data() + h * psize, scratch->state.data() + h * psize);
     }
     for (int64_t h = h0; h < h1; ++h) {
-      HeadOutput(seg, pages, page_tokens, mask, i, h, p.data() + (h - h0) * ctx, &scratch->o_lat,
-                 out + (i * heads + h) * c.v_head_dim);
+      HeadFromState(scratch->state.data() + (h - h0) * psize, h, &scratch->o_lat,
+                    out + (i * heads + h) * c.v_head_dim);
     }
   }
 }
@@ -335,18 +403,20 @@ Status MlaAttention::AbsorbedSplit(std::span<const AttnSegment> segs, std::span<
                                    float* attn) const {
   const ModelConfig& c = *config_;
   const int64_t heads = c.num_attention_heads, qk = c.qk_head_dim(), width = c.KvLatentWidth();
-  // Per absorbed segment: q_cat [num_new, H, width] and scores [num_new, H, ctx].
-  std::vector<std::vector<float>> q_cat(absorbed.size()), p(absorbed.size());
-  std::vector<std::array<int64_t, 3>> query_heads, query_pages;  // (segment, token, head / first row)
+  const int64_t psize = PartialSize();
+  // Per absorbed segment: q_cat [num_new, H, width] and partials [num_new, blocks, H, psize].
+  std::vector<std::vector<float>> q_cat(absorbed.size()), parts(absorbed.size());
+  std::vector<int64_t> block_rows(absorbed.size()), blocks(absorbed.size());
+  std::vector<std::array<int64_t, 3>> query_heads, query_blocks;  // (segment, token, head / block)
   for (size_t a = 0; a < absorbed.size(); ++a) {
     const AttnSegment& seg = segs[absorbed[a]];
+    block_rows[a] = BlockRows(seg.context(), page_tokens);
+    blocks[a] = (seg.context() + block_rows[a] - 1) / block_rows[a];
     q_cat[a].resize(seg.num_new * heads * width);
-    p[a].resize(seg.num_new * heads * seg.context());
+    parts[a].resize(seg.num_new * blocks[a] * heads * psize);
     for (int64_t i = 0; i < seg.num_new; ++i) {
       for (int64_t h = 0; h < heads; ++h) query_heads.push_back({static_cast<int64_t>(a), i, h});
-      const int64_t visible = std::min(seg.context(), seg.past + i + 1);
-      for (int64_t first = 0; first < visible; first += page_tokens)
-        query_pages.push_back({static_cast<int64_t>(a), i, first});
+      for (int64_t b = 0; b < blocks[a]; ++b) query_blocks.push_back({static_cast<int64_t>(a), i, b});
     }
   }
   // 1. q_cat of every head, heads split over the threads.
@@ -357,26 +427,27 @@ Status MlaAttention::AbsorbedSplit(std::span<const AttnSegment> segs, std::span<
       QueryLatent(q + ((seg.first_row + i) * heads + h) * qk, h, q_cat[a].data() + (i * heads + h) * width);
     }
   });
-  // 2. Scores of all heads, the context's pages split over the threads: each page is read once.
-  pool->ParallelFor(static_cast<int64_t>(query_pages.size()), 1, [&](int64_t begin, int64_t end, int) {
+  // 2. Partials of all heads, the context's blocks split over the threads: each row is read once.
+  pool->ParallelFor(static_cast<int64_t>(query_blocks.size()), 1, [&](int64_t begin, int64_t end, int) {
+    std::vector<float> s;
     for (int64_t k = begin; k < end; ++k) {
-      const auto [a, i, first] = query_pages[k];
-      const AttnSegment& seg = segs[absorbed[a]];
-      const int64_t visible = std::min(seg.context(), seg.past + i + 1);
-      DotRowsBf16(q_cat[a].data() + i * heads * width, heads, width, rows16[absorbed[a]][first / page_tokens],
-                  std::min(page_tokens, visible - first), width, width,
-                  p[a].data() + i * heads * seg.context() + first, seg.context());
+      const auto [a, i, b] = query_blocks[k];
+      const size_t seg_index = absorbed[a];
+      BlockPartials(segs[seg_index], rows16[seg_index], page_tokens, masks[seg_index], i, b * block_rows[a],
+                    block_rows[a], q_cat[a].data() + i * heads * width, heads, &s,
+                    parts[a].data() + (i * blocks[a] + b) * heads * psize);
     }
   });
-  // 3. Softmax, Σ p_j latent_j and W_UV per head, heads split over the threads.
+  // 3. Per head: the blocks' partials folded in order, then W_UV; heads split over the threads.
   pool->ParallelFor(static_cast<int64_t>(query_heads.size()), 1, [&](int64_t begin, int64_t end, int) {
-    std::vector<float> o_lat;
+    std::vector<float> state(psize), o_lat;
     for (int64_t k = begin; k < end; ++k) {
       const auto [a, i, h] = query_heads[k];
-      const size_t s = absorbed[a];
-      const AttnSegment& seg = segs[s];
-      HeadOutput(seg, rows16[s], page_tokens, masks[s], i, h, p[a].data() + (i * heads + h) * seg.context(),
-                 &o_lat, attn + ((seg.first_row + i) * heads + h) * c.v_head_dim);
+      const AttnSegment& seg = segs[absorbed[a]];
+      state[c.kv_lora_rank + 1] = 0.0f;
+      for (int64_t b = 0; b < blocks[a]; ++b)
+        FoldPartial(parts[a].data() + ((i * blocks[a] + b) * heads + h) * psize, state.data());
+      HeadFromState(state.data(), h, &o_lat, attn + ((seg.first_row + i) * heads + h) * c.v_head_dim);
     }
   });
   return Status::Ok();

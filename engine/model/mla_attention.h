@@ -51,19 +51,37 @@ class MlaAttention {
   // q: [n, H, nope + rope] of the segment; lat: [ctx, kv_lora + rope]; out: [n, H, v].
   Status Expanded(const AttnSegment& seg, const float* q, const std::vector<float>& lat, const KeyMask& mask,
                   ThreadPool* pool, const kernels::cpu::MatmulOptions& options, float* out) const;
-  // Per-thread buffers of AbsorbedHeads, reused across calls.
+  // The absorbed form (decode) runs over blocks of the context, as flash-decoding does: a block
+  // is BlockRows consecutive rows (whole pages, at most kMaxBlocks blocks per segment, sized from
+  // the context alone so that the bits never depend on the batch or the threads). For one new
+  // token and head, a block's partial is [o | m | l]: m = its largest scaled score, l = Σ e_j and
+  // o [kv_lora] = Σ e_j c_j with e_j = exp(s_j - m) over its visible rows (l = 0 when none is).
+  // Partials fold in block order into the same shape; the head's output is W_UV (o / l).
+  static constexpr int64_t kMaxBlocks = 16;
+  static int64_t BlockRows(int64_t ctx, int64_t page_tokens);
+  int64_t PartialSize() const { return config_->kv_lora_rank + 2; }
+  // Per-thread buffers of the absorbed form, reused across calls.
   struct AbsorbedScratch {
-    std::vector<float> p, q_cat, o_lat;  // [heads, ctx], [heads, kv_lora + rope] (q_lat | q_rope), [kv_lora]
+    std::vector<float> q_cat;  // [heads, kv_lora + rope]: (q_lat | q_rope) per head
+    std::vector<float> s;      // [heads, block rows]: a block's scores, then its weights e_j
+    std::vector<float> part;   // [heads, PartialSize()]: a block's partials
+    std::vector<float> state;  // [heads, PartialSize()]: the partials folded so far
+    std::vector<float> o_lat;  // [kv_lora]
   };
-  // The absorbed form's three stages. pages[k] holds a segment's context rows
-  // [k·page_tokens, (k+1)·page_tokens) of this layer as bf16.
+  // pages[k] holds a segment's context rows [k·page_tokens, (k+1)·page_tokens) of this layer as
+  // bf16.
   //   QueryLatent: qc [kv_lora + rope] = [W_UKᵀ q_nope | q_rope] of head h from qh (one token's head).
-  //   HeadOutput: scores ph [ctx] of new token i and head h (unscaled dots) -> masked, scaled,
-  //     softmaxed in place; o [v] = W_UV Σ_j ph[j]·latent_j.
+  //   BlockPartials: the partials part[h, :] of nh heads (q_cat [nh, kv_lora + rope]) for new
+  //     token i over the block of rows [first, first + block_rows); each row is read once for all
+  //     nh heads, and a head's partial is the same whatever nh.
+  //   FoldPartial: state = the fold of state (l = 0: nothing yet) and the next block's part.
+  //   HeadFromState: o [v] = W_UV (o / l) of head h.
   void QueryLatent(const float* qh, int64_t h, float* qc) const;
-  void HeadOutput(const AttnSegment& seg, std::span<const uint16_t* const> pages, int64_t page_tokens,
-                  const KeyMask& mask, int64_t i, int64_t h, float* ph, std::vector<float>* o_lat,
-                  float* o) const;
+  void BlockPartials(const AttnSegment& seg, std::span<const uint16_t* const> pages, int64_t page_tokens,
+                     const KeyMask& mask, int64_t i, int64_t first, int64_t block_rows, const float* q_cat,
+                     int64_t nh, std::vector<float>* s, float* part) const;
+  void FoldPartial(const float* part, float* state) const;
+  void HeadFromState(const float* state, int64_t h, std::vector<float>* o_lat, float* o) const;
   // Heads [h0, h1) of every new token of the segment, absorbed form: out[i, h, :]; the heads share
   // each pass over the rows.
   void AbsorbedHeads(const AttnSegment& seg, const float* q, std::span<const uint16_t* const> pages,
@@ -71,8 +89,8 @@ class MlaAttention {
                      AbsorbedScratch* scratch, float* out) const;
 
   // Every head of the absorbed segments (indices into segs) in three ParallelFors: queries by
-  // head, scores by page (each page read once), outputs by head. attn: [T, H, v]. The same bits as
-  // AbsorbedHeads; for batches with fewer segments than threads.
+  // head, block partials of all heads by block (each row read once), folds and outputs by head.
+  // attn: [T, H, v]. The same bits as AbsorbedHeads; for batches with fewer segments than threads.
   Status AbsorbedSplit(std::span<const AttnSegment> segs, std::span<const size_t> absorbed, const float* q,
                        std::span<const std::vector<const uint16_t*>> rows16, int64_t page_tokens,
                        const std::vector<KeyMask>& masks, ThreadPool* pool, float* attn) const;

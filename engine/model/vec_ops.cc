@@ -145,6 +145,9 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) inline __m512 Bf16x16(const
   return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p)), 16));
 }
 
+// How many rows ahead DotRowsBf16 prefetches (3 rows of the real models' 576 values: 3.4 KB).
+constexpr int64_t kRowsAhead = 3;
+
 // NQ queries against each row: chunk c of 16 goes to chain c % 2 of its (row, query) pair, the
 // last partial chunk masked; whatever NQ, a pair's sum is computed the same way.
 template <int NQ>
@@ -157,6 +160,12 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void DotRowsBf16Avx512(cons
       width % 16 == 0 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << (width % 16)) - 1);
   for (int64_t j = 0; j < n; ++j) {
     const uint16_t* r = rows + j * row_stride;
+    // The row kRowsAhead on, line by line: a page's rows are one contiguous run, read cold from
+    // DRAM at batch 1, and the hardware prefetcher alone left this loop waiting on each line.
+    if (j + kRowsAhead < n) {
+      const char* ahead = reinterpret_cast<const char*>(r + kRowsAhead * row_stride);
+      for (int64_t b = 0; b < width * 2; b += 64) _mm_prefetch(ahead + b, _MM_HINT_T0);
+    }
     __m512 acc0[NQ], acc1[NQ];  // chains of the even and odd chunks (fixed indices: kept in registers)
     for (int h = 0; h < NQ; ++h) acc0[h] = acc1[h] = _mm512_setzero_ps();
     int64_t c = 0;
@@ -186,34 +195,36 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void DotRowsBf16Avx512(cons
   }
 }
 
-// WeightedRowSumAvx512's loop over bf16 rows, continuing from the sums already in out.
-__attribute__((target("avx512f,avx512bw,avx512vl"))) void WeightedRowSumBf16Avx512(const float* w,
-                                                                                   const uint16_t* rows,
-                                                                                   int64_t n, int64_t stride,
-                                                                                   int64_t dim, float* out) {
-  int64_t d = 0;
-  for (; d + 128 <= dim; d += 128) {
-    __m512 acc[8];
-    for (int k = 0; k < 8; ++k) acc[k] = _mm512_loadu_ps(out + d + 16 * k);
+// WeightedRowSumsBf16: NW weight vectors over the same rows, V vectors of 16 lanes of each output
+// per pass (the last ones masked), so a row chunk is widened once for all NW outputs. Every output
+// element is its own sum over the rows in order: the same whatever NW and V.
+template <int NW, int V>
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void WeightedRowSumsBf16Avx512(
+    const float* w, int64_t w_stride, const uint16_t* rows, int64_t n, int64_t stride, int64_t dim,
+    float* out, int64_t out_stride) {
+  for (int64_t d = 0; d < dim; d += 16 * V) {
+    __mmask16 m[V];
+    for (int k = 0; k < V; ++k) {
+      const int64_t left = dim - d - 16 * k;
+      m[k] = left >= 16 ? static_cast<__mmask16>(0xffff)
+                        : static_cast<__mmask16>(left > 0 ? (1u << left) - 1 : 0u);
+    }
+    __m512 acc[NW][V];
+    for (int h = 0; h < NW; ++h)
+      for (int k = 0; k < V; ++k) acc[h][k] = _mm512_maskz_loadu_ps(m[k], out + h * out_stride + d + 16 * k);
     for (int64_t j = 0; j < n; ++j) {
-      if (w[j] == 0.0f) continue;
-      const __m512 wj = _mm512_set1_ps(w[j]);
       const uint16_t* row = rows + j * stride + d;
-      for (int k = 0; k < 8; ++k)
-        acc[k] =
-            _mm512_add_ps(acc[k], _mm512_mul_ps(wj, Bf16x16(row + 16 * k, static_cast<__mmask16>(0xffff))));
+      __m512 v[V];
+      for (int k = 0; k < V; ++k) v[k] = Bf16x16(row + 16 * k, m[k]);
+      for (int h = 0; h < NW; ++h) {
+        const float wh = w[h * w_stride + j];
+        if (wh == 0.0f) continue;
+        const __m512 b = _mm512_set1_ps(wh);
+        for (int k = 0; k < V; ++k) acc[h][k] = _mm512_add_ps(acc[h][k], _mm512_mul_ps(b, v[k]));
+      }
     }
-    for (int k = 0; k < 8; ++k) _mm512_storeu_ps(out + d + 16 * k, acc[k]);
-  }
-  for (; d < dim; d += 16) {
-    const __mmask16 m =
-        dim - d >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << (dim - d)) - 1);
-    __m512 acc = _mm512_maskz_loadu_ps(m, out + d);
-    for (int64_t j = 0; j < n; ++j) {
-      if (w[j] == 0.0f) continue;
-      acc = _mm512_add_ps(acc, _mm512_mul_ps(_mm512_set1_ps(w[j]), Bf16x16(rows + j * stride + d, m)));
-    }
-    _mm512_mask_storeu_ps(out + d, m, acc);
+    for (int h = 0; h < NW; ++h)
+      for (int k = 0; k < V; ++k) _mm512_mask_storeu_ps(out + h * out_stride + d + 16 * k, m[k], acc[h][k]);
   }
 }
 #endif
@@ -307,18 +318,31 @@ void DotRowsBf16(const float* q, int64_t nq, int64_t q_stride, const uint16_t* r
   }
 }
 
-void WeightedRowSumBf16(const float* w, const uint16_t* rows, int64_t n, int64_t stride, int64_t dim,
-                        float* out) {
+void WeightedRowSumsBf16(const float* w, int64_t nw, int64_t w_stride, const uint16_t* rows, int64_t n,
+                         int64_t stride, int64_t dim, float* out, int64_t out_stride) {
 #if defined(__x86_64__)
   if (kHostAvx512Bw) {
-    WeightedRowSumBf16Avx512(w, rows, n, stride, dim, out);
+    for (int64_t h = 0; h < nw; h += 4) {
+      const float* wh = w + h * w_stride;
+      float* oh = out + h * out_stride;
+      switch (std::min<int64_t>(4, nw - h)) {
+        case 1: WeightedRowSumsBf16Avx512<1, 8>(wh, w_stride, rows, n, stride, dim, oh, out_stride); break;
+        case 2: WeightedRowSumsBf16Avx512<2, 4>(wh, w_stride, rows, n, stride, dim, oh, out_stride); break;
+        case 3: WeightedRowSumsBf16Avx512<3, 4>(wh, w_stride, rows, n, stride, dim, oh, out_stride); break;
+        default: WeightedRowSumsBf16Avx512<4, 4>(wh, w_stride, rows, n, stride, dim, oh, out_stride); break;
+      }
+    }
     return;
   }
 #endif
-  for (int64_t j = 0; j < n; ++j) {
-    if (w[j] == 0.0f) continue;
-    const uint16_t* row = rows + j * stride;
-    for (int64_t d = 0; d < dim; ++d) out[d] += w[j] * Bf16ToFloat(row[d]);
+  for (int64_t h = 0; h < nw; ++h) {
+    for (int64_t j = 0; j < n; ++j) {
+      const float wh = w[h * w_stride + j];
+      if (wh == 0.0f) continue;
+      const uint16_t* row = rows + j * stride;
+      float* o = out + h * out_stride;
+      for (int64_t d = 0; d < dim; ++d) o[d] += wh * Bf16ToFloat(row[d]);
+    }
   }
 }
 

@@ -26,10 +26,13 @@ void WeightedRowSum(const float* w, const float* rows, int64_t n, int64_t stride
 void DotRowsBf16(const float* q, int64_t nq, int64_t q_stride, const uint16_t* rows, int64_t n,
                  int64_t row_stride, int64_t width, float* out, int64_t out_stride);
 
-// WeightedRowSum over bf16 rows (widened exactly), continuing from the sums already in out[0, dim):
-// called page after page it gives the bits one WeightedRowSum over all the rows would.
-void WeightedRowSumBf16(const float* w, const uint16_t* rows, int64_t n, int64_t stride, int64_t dim,
-                        float* out);
+// nw weighted sums of the same bf16 rows (widened exactly), each continuing from the sums already
+// in its output: out[h·out_stride + d] += Σ_j w[h·w_stride + j]·rows[j·stride + d] for d < dim,
+// over the rows j < n whose weight for h is not 0, row by row in order. From zeros, each output is
+// what WeightedRowSum over the widened rows gives, whatever nw (the rows are widened once for all
+// nw outputs); called page after page it gives the bits of one call over all the rows.
+void WeightedRowSumsBf16(const float* w, int64_t nw, int64_t w_stride, const uint16_t* rows, int64_t n,
+                         int64_t stride, int64_t dim, float* out, int64_t out_stride);
 
 // out[i] = the fp32 value of bf16 bits in[i] (exact).
 void Bf16ToF32(const uint16_t* in, float* out, int64_t n);
