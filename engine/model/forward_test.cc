@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include "engine/formats/float_codecs.h"
+#include "engine/formats/weights.h"
 #include "engine/model/dummy_model.h"
 #include "engine/model/moe.h"
 #include "engine/model/presets.h"
@@ -181,6 +182,35 @@ TEST(VecOpsTest, WeightedRowSumsBf16PageByPageIsOneWeightedRowSumPerWeightVector
               << "nw " << nw << " dim " << dim << " h " << h << " d " << d;
         for (int64_t d = dim; d < out_stride; ++d)
           ASSERT_EQ(got[h * out_stride + d], 0.0f) << "written past dim";
+      }
+    }
+  }
+}
+
+TEST(VecOpsTest, Fp8RowToF32IsTheDequantizedRow) {
+  // Every e4m3 code but the NaNs, in rows of several lengths (16-code steps and tails), over three
+  // 128-column blocks with scales that make some products fp32 subnormal or large: the bits of
+  // DequantizeFp8Block128Ref, row by row.
+  const int64_t cols = 300;
+  std::vector<uint8_t> codes(2 * cols);
+  for (size_t i = 0; i < codes.size(); ++i) {
+    uint8_t c = static_cast<uint8_t>(i * 7 + 3);
+    if ((c & 0x7f) == 0x7f) c ^= 1;  // e4m3 NaN is not a weight
+    codes[i] = c;
+  }
+  // Two one-row weights, three block scales each.
+  const std::vector<float> scales = {1.7e-3f, 3.1e-38f, 2.5e5f, 0.37f, 1.0f, 6.0e-39f};
+  std::vector<float> want(2 * cols);
+  for (int64_t r = 0; r < 2; ++r)
+    DequantizeFp8Block128Ref({codes.data() + r * cols, scales.data() + r * 3, 1, cols},
+                             want.data() + r * cols);
+  for (int64_t n : {int64_t{1}, int64_t{15}, int64_t{16}, int64_t{17}, int64_t{128}, int64_t{129}, cols}) {
+    for (int64_t r = 0; r < 2; ++r) {
+      std::vector<float> got(n);
+      Fp8RowToF32(codes.data() + r * cols, scales.data() + r * 3, n, got.data());
+      for (int64_t i = 0; i < n; ++i) {
+        ASSERT_EQ(std::memcmp(&got[i], &want[r * cols + i], sizeof(float)), 0)
+            << "n " << n << " row " << r << " col " << i << ": " << got[i] << " vs " << want[r * cols + i];
       }
     }
   }

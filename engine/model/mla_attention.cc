@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "engine/formats/float_codecs.h"
+#include "engine/formats/weights.h"
 #include "engine/kernels/cpu/matmul_batch.h"
 #include "engine/model/dsa_indexer.h"
 #include "engine/model/vec_ops.h"
@@ -28,11 +29,16 @@ bool Allowed(const AttnSegment& seg, const KeyMask& mask, int64_t i, int64_t j) 
 StatusOr<MlaAttention> MlaAttention::Create(const ModelConfig& config, const LayerWeights& weights,
                                             int64_t layer, const Rope* rope, ThreadPool* pool) {
   MlaAttention a(config, weights, layer, rope);
-  // A bf16 kv_b_proj is read in place by the absorbed form (its rows widened exactly on the fly);
-  // any other format is decoded once to fp32 here, through the Matmul kernel itself (identity · Wᵀ gives Wᵀ),
-  // whatever the weight's format, then transposed back to [H * (nope + v), kv_lora].
+  // A bf16 or fp8 kv_b_proj is read in place by the absorbed form (bf16 rows widened exactly, fp8
+  // rows decoded with their block scales, on the fly); int4 is decoded once to fp32 here, through
+  // the Matmul kernel itself (identity · Wᵀ gives Wᵀ), then transposed back to
+  // [H * (nope + v), kv_lora].
   if (weights.attn.kv_b_proj.format() == WeightFormat::kBf16) {
     a.kv_b_bf16_ = weights.attn.kv_b_proj.bf16();
+    return a;
+  }
+  if (weights.attn.kv_b_proj.format() == WeightFormat::kFp8Block128) {
+    a.kv_b_fp8_ = &weights.attn.kv_b_proj;
     return a;
   }
   const int64_t lora = config.kv_lora_rank;
@@ -270,10 +276,25 @@ void MlaAttention::QueryLatent(const float* qh, int64_t h, float* qc) const {
   if (kv_b_bf16_ != nullptr) {
     std::fill(qc, qc + lora, 0.0f);
     WeightedRowSumsBf16(qh, 1, nope, kv_b_bf16_ + uk * lora, nope, lora, lora, qc, lora);
+  } else if (kv_b_fp8_ != nullptr) {  // WeightedRowSum's bits: zeros, then row after row
+    std::fill(qc, qc + lora, 0.0f);
+    thread_local std::vector<float> row;
+    row.resize(lora);
+    for (int64_t r = 0; r < nope; ++r) {
+      if (qh[r] == 0.0f) continue;
+      AddScaledF32(qh[r], Fp8Row(uk + r, row.data()), qc, lora);
+    }
   } else {
     WeightedRowSum(qh, kv_b_.data() + uk * lora, nope, lora, lora, qc);
   }
   std::copy_n(qh + nope, c.qk_rope_head_dim, qc + lora);
+}
+
+const float* MlaAttention::Fp8Row(int64_t r, float* row) const {
+  const kernels::cpu::PackedWeight& w = *kv_b_fp8_;
+  Fp8RowToF32(w.fp8() + r * w.cols(), w.scale() + (r / kFp8BlockSize) * Fp8ScaleCols(w.cols()), w.cols(),
+              row);
+  return row;
 }
 
 int64_t MlaAttention::BlockRows(int64_t ctx, int64_t page_tokens) {
@@ -360,6 +381,10 @@ void MlaAttention::HeadFromState(const float* state, int64_t h, std::vector<floa
   const int64_t uv = h * (c.qk_nope_head_dim + vdim) + c.qk_nope_head_dim;  // W_UV rows of kv_b_proj
   if (kv_b_bf16_ != nullptr) {
     DotRowsBf16(o_lat->data(), 1, lora, kv_b_bf16_ + uv * lora, vdim, lora, lora, o, vdim);
+  } else if (kv_b_fp8_ != nullptr) {
+    thread_local std::vector<float> row;
+    row.resize(lora);
+    for (int64_t d = 0; d < vdim; ++d) o[d] = DotF32(o_lat->data(), Fp8Row(uv + d, row.data()), lora);
   } else {
     for (int64_t d = 0; d < vdim; ++d) o[d] = DotF32(o_lat->data(), kv_b_.data() + (uv + d) * lora, lora);
   }

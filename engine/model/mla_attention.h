@@ -27,7 +27,8 @@ namespace tandem::engine::model {
 
 class MlaAttention {
  public:
-  // Precomputes kv_b_proj in fp32 for the absorbed form unless it is bf16 (then read in place).
+  // Precomputes kv_b_proj in fp32 for the absorbed form when it is int4 (bf16 and fp8 are read in
+  // place).
   // REQUIRES: weights and rope outlive the object.
   static StatusOr<MlaAttention> Create(const ModelConfig& config, const LayerWeights& weights, int64_t layer,
                                        const Rope* rope, ThreadPool* pool);
@@ -99,9 +100,14 @@ class MlaAttention {
   const LayerWeights* weights_;
   int64_t layer_;
   const Rope* rope_;
-  // kv_b_proj [H * (nope + v), kv_lora] (W_UK and W_UV rows): in place when it is bf16, else
-  // decoded to fp32 once.
+  // Row r of an fp8 kv_b_proj decoded to fp32 into row [kv_lora] (the bits of a dequantized copy).
+  const float* Fp8Row(int64_t r, float* row) const;
+
+  // kv_b_proj [H * (nope + v), kv_lora] (W_UK and W_UV rows): in place when it is bf16 or fp8, else
+  // (int4) decoded to fp32 once. An fp32 copy would be 4x an fp8 weight's bytes, read at every
+  // decode step: 2 GB more memory for Kimi K2.x's 61 layers.
   const uint16_t* kv_b_bf16_ = nullptr;
+  const kernels::cpu::PackedWeight* kv_b_fp8_ = nullptr;
   std::vector<float> kv_b_;
 };
 

@@ -6,6 +6,7 @@
 #include "engine/core/cpu_features.h"
 #include "engine/core/immintrin.h"
 #include "engine/formats/float_codecs.h"
+#include "engine/formats/weights.h"
 
 namespace tandem::engine::model {
 namespace {
@@ -138,6 +139,22 @@ __attribute__((target("avx2"))) void Bf16ToF32Avx2(const uint16_t* in, float* ou
     _mm256_storeu_ps(out + i, _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16)));
   }
   for (; i < n; ++i) out[i] = Bf16ToFloat(in[i]);
+}
+
+// 16 e4m3 codes to fp32 through fp16, as the AVX-512 fp8 GEMV decodes them: the code as fp16 is
+// value · 2^-8 (exact, subnormals included), and (value · 2^-8) · (scale · 2^8) rounds like
+// value · scale.
+__attribute__((target("avx512f,avx2"))) void Fp8RowToF32Avx512(const uint8_t* in, const float* scales,
+                                                               int64_t n, float* out) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m128i codes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i));
+    const __m256i half = _mm256_and_si256(_mm256_slli_epi16(_mm256_cvtepi8_epi16(codes), 7),
+                                          _mm256_set1_epi16(static_cast<int16_t>(0xbfff)));
+    const __m512 scale = _mm512_set1_ps(scales[i / kFp8BlockSize] * 256.0f);
+    _mm512_storeu_ps(out + i, _mm512_mul_ps(_mm512_cvtph_ps(half), scale));
+  }
+  for (; i < n; ++i) out[i] = Fp8E4M3ToFloat(in[i]) * scales[i / kFp8BlockSize];
 }
 
 // One bf16 row chunk of 16 widened to fp32 (exact).
@@ -316,6 +333,17 @@ void DotRowsBf16(const float* q, int64_t nq, int64_t q_stride, const uint16_t* r
     Bf16ToF32(rows + j * row_stride, row.data(), width);
     for (int64_t h = 0; h < nq; ++h) out[h * out_stride + j] = DotF32(q + h * q_stride, row.data(), width);
   }
+}
+
+void Fp8RowToF32(const uint8_t* in, const float* scales, int64_t n, float* out) {
+  static_assert(kFp8BlockSize % 16 == 0, "a 16-code step never straddles a scale block");
+#if defined(__x86_64__)
+  if (kHostAvx512) {
+    Fp8RowToF32Avx512(in, scales, n, out);
+    return;
+  }
+#endif
+  for (int64_t i = 0; i < n; ++i) out[i] = Fp8E4M3ToFloat(in[i]) * scales[i / kFp8BlockSize];
 }
 
 void WeightedRowSumsBf16(const float* w, int64_t nw, int64_t w_stride, const uint16_t* rows, int64_t n,

@@ -37,6 +37,11 @@ void WeightedRowSumsBf16(const float* w, int64_t nw, int64_t w_stride, const uin
 // out[i] = the fp32 value of bf16 bits in[i] (exact).
 void Bf16ToF32(const uint16_t* in, float* out, int64_t n);
 
+// out[i] = Fp8E4M3ToFloat(in[i]) · scales[i / kFp8BlockSize] for i < n, rounded once to fp32: one
+// row of a block-scaled FP8 weight (scales: the row's block scales, one per 128 columns), the bits
+// of DequantizeFp8Block128Ref's.
+void Fp8RowToF32(const uint8_t* in, const float* scales, int64_t n, float* out);
+
 // y[i] += a * x[i] for i < n, in fp32 (multiply, then add): the same values as the scalar loop.
 void AddScaledF32(float a, const float* x, float* y, int64_t n);
 
