@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <vector>
+
+#include "engine/model/vec_ops.h"
 
 namespace tandem::engine::model {
 
@@ -31,10 +34,11 @@ void LayerNormRows(float* x, int64_t rows, int64_t dim, const float* weight, con
 }
 
 void SiluMul(float* gate, const float* up, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) {
-    const float g = gate[i];
-    gate[i] = g / (1.0f + std::exp(-g)) * up[i];
-  }
+  thread_local std::vector<float> e;  // e^-g, in one vectorized pass
+  e.resize(n);
+  for (int64_t i = 0; i < n; ++i) e[i] = -gate[i];
+  ExpF32(e.data(), e.data(), n);
+  for (int64_t i = 0; i < n; ++i) gate[i] = gate[i] / (1.0f + e[i]) * up[i];
 }
 
 void SoftmaxInPlace(float* x, int64_t n) {

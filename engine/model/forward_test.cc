@@ -4,8 +4,10 @@
 // reference is tests/reference/test_engine_vs_reference.py.
 #include "engine/model/forward.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <vector>
 
@@ -184,6 +186,42 @@ TEST(VecOpsTest, WeightedRowSumsBf16PageByPageIsOneWeightedRowSumPerWeightVector
           ASSERT_EQ(got[h * out_stride + d], 0.0f) << "written past dim";
       }
     }
+  }
+}
+
+TEST(VecOpsTest, ExpF32IsWithinTwoUlpAndTheSameAtEveryPosition) {
+  // A sweep over [-90, 90] (every lane position and tail length of the 16-lane loop), plus the
+  // edges: within 2 ulp of the double e^x where that is a normal fp32, 0 below ln(FLT_MIN),
+  // e^88.7 above it, NaN for NaN; a value does not depend on where it sits in the array.
+  std::vector<float> x;
+  for (double v = -90.0; v <= 90.0; v += 0.0137) x.push_back(static_cast<float>(v));
+  for (float v : {0.0f, -0.0f, 1e-30f, -1e-30f, -87.3365f, -87.33655f, 88.7f, 88.72f, 1e30f, -1e30f})
+    x.push_back(v);
+  x.push_back(-std::numeric_limits<float>::infinity());
+  x.push_back(std::numeric_limits<float>::infinity());
+  x.push_back(std::numeric_limits<float>::quiet_NaN());
+  std::vector<float> y(x.size());
+  ExpF32(x.data(), y.data(), static_cast<int64_t>(x.size()));
+  const float at_high = std::exp(88.7f);
+  for (size_t i = 0; i < x.size(); ++i) {
+    const float v = x[i];
+    if (std::isnan(v)) {
+      EXPECT_TRUE(std::isnan(y[i]));
+      continue;
+    }
+    if (v < -87.33654f) {
+      EXPECT_EQ(y[i], 0.0f) << v;
+      continue;
+    }
+    const double want = std::exp(static_cast<double>(std::min(v, 88.7f)));
+    const double ulp = std::ldexp(1.0, std::ilogb(want) - 23);
+    EXPECT_LE(std::fabs(y[i] - want), 2 * ulp) << "x " << v << " got " << y[i] << " want " << want;
+    if (v >= 88.7f) {
+      EXPECT_NEAR(y[i], at_high, 2 * ulp);
+    }
+    float one;
+    ExpF32(&x[i], &one, 1);
+    ASSERT_EQ(std::memcmp(&one, &y[i], sizeof(float)), 0) << "position " << i;
   }
 }
 

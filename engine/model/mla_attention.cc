@@ -335,10 +335,9 @@ void MlaAttention::BlockPartials(const AttnSegment& seg, std::span<const uint16_
     }
     float l = 0.0f;
     if (m != kNegInf) {
-      for (int64_t r = 0; r < n; ++r) {
-        sh[r] = sh[r] == kNegInf ? 0.0f : std::exp(sh[r] - m);
-        l += sh[r];
-      }
+      for (int64_t r = 0; r < n; ++r) sh[r] -= m;  // masked rows stay -inf: their weight is 0
+      ExpF32(sh, sh, n);
+      for (int64_t r = 0; r < n; ++r) l += sh[r];
     }
     part[h * psize + lora] = m;
     part[h * psize + lora + 1] = l;

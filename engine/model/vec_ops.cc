@@ -1,6 +1,7 @@
 #include "engine/model/vec_ops.h"
 
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
 #include "engine/core/cpu_features.h"
@@ -11,7 +12,54 @@
 namespace tandem::engine::model {
 namespace {
 
+// ExpF32's constants: inputs below kExpLow give 0 (e^x would be an fp32 subnormal, and products with
+// subnormals cost a microcode assist per instruction on Intel cores), above kExpHigh are clamped
+// (e^88.7 is still finite); ln 2 split in two so that n · kLn2Hi is exact for |n| < 512.
+constexpr float kExpLow = -87.33654f;  // ln(FLT_MIN)
+constexpr float kExpHigh = 88.7f;
+constexpr float kLog2e = 1.44269504088896341f;
+constexpr float kLn2Hi = 0.693145751953125f;
+constexpr float kLn2Lo = 1.42860682030941723e-6f;
+// 1/k! for k = 7 down to 2: e^r by its Taylor series to degree 7 on |r| <= ln2/2 (truncation
+// below 6e-9 relative, under an ulp).
+constexpr float kExpTaylor[] = {1.0f / 5040, 1.0f / 720, 1.0f / 120, 1.0f / 24, 1.0f / 6, 0.5f};
+
+float ExpScalar(float x) {
+  if (!(x >= kExpLow)) return x != x ? x : 0.0f;  // NaN stays NaN
+  x = std::min(x, kExpHigh);
+  const float n = std::nearbyint(x * kLog2e);
+  const float r = (x - n * kLn2Hi) - n * kLn2Lo;
+  float p = kExpTaylor[0];
+  for (int k = 1; k < 6; ++k) p = p * r + kExpTaylor[k];
+  p = p * r + 1.0f;
+  p = p * r + 1.0f;
+  return std::ldexp(p, static_cast<int>(n));
+}
+
 #if defined(__x86_64__)
+// ExpScalar on 16 lanes, the same operations in the same order (scalef is ldexp, rounded once).
+__attribute__((target("avx512f"))) void ExpF32Avx512(const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m =
+        n - i >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << (n - i)) - 1);
+    const __m512 v = _mm512_maskz_loadu_ps(m, x + i);
+    const __mmask16 keep = _mm512_cmp_ps_mask(v, _mm512_set1_ps(kExpLow), _CMP_GE_OQ);
+    const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+    const __m512 c = _mm512_min_ps(v, _mm512_set1_ps(kExpHigh));
+    const __m512 k = _mm512_roundscale_ps(_mm512_mul_ps(c, _mm512_set1_ps(kLog2e)),
+                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const __m512 r = _mm512_sub_ps(_mm512_sub_ps(c, _mm512_mul_ps(k, _mm512_set1_ps(kLn2Hi))),
+                                   _mm512_mul_ps(k, _mm512_set1_ps(kLn2Lo)));
+    __m512 p = _mm512_set1_ps(kExpTaylor[0]);
+    for (int t = 1; t < 6; ++t) p = _mm512_add_ps(_mm512_mul_ps(p, r), _mm512_set1_ps(kExpTaylor[t]));
+    p = _mm512_add_ps(_mm512_mul_ps(p, r), _mm512_set1_ps(1.0f));
+    p = _mm512_add_ps(_mm512_mul_ps(p, r), _mm512_set1_ps(1.0f));
+    __m512 e = _mm512_maskz_mov_ps(keep, _mm512_scalef_ps(p, k));
+    e = _mm512_mask_mov_ps(e, nan, v);
+    _mm512_mask_storeu_ps(y + i, m, e);
+  }
+}
+
 // fp32 products fused into fp32 accumulators: 4 chains of 8 lanes (32 products in flight).
 __attribute__((target("avx2,fma"))) float DotF32Avx2(const float* a, const float* b, int64_t n) {
   __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps(), acc2 = _mm256_setzero_ps(),
@@ -333,6 +381,16 @@ void DotRowsBf16(const float* q, int64_t nq, int64_t q_stride, const uint16_t* r
     Bf16ToF32(rows + j * row_stride, row.data(), width);
     for (int64_t h = 0; h < nq; ++h) out[h * out_stride + j] = DotF32(q + h * q_stride, row.data(), width);
   }
+}
+
+void ExpF32(const float* x, float* y, int64_t n) {
+#if defined(__x86_64__)
+  if (kHostAvx512) {
+    ExpF32Avx512(x, y, n);
+    return;
+  }
+#endif
+  for (int64_t i = 0; i < n; ++i) y[i] = ExpScalar(x[i]);
 }
 
 void Fp8RowToF32(const uint8_t* in, const float* scales, int64_t n, float* out) {

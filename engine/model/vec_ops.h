@@ -37,6 +37,11 @@ void WeightedRowSumsBf16(const float* w, int64_t nw, int64_t w_stride, const uin
 // out[i] = the fp32 value of bf16 bits in[i] (exact).
 void Bf16ToF32(const uint16_t* in, float* out, int64_t n);
 
+// y[i] = e^x[i] in fp32 (y may be x) from multiplies and adds only, so every variant (AVX-512,
+// portable) gives the same bits: within 2 ulp of the exact value (tested); 0 below ln(FLT_MIN)
+// (never an fp32 subnormal), finite up to 88.7 (larger inputs give e^88.7), NaN for NaN.
+void ExpF32(const float* x, float* y, int64_t n);
+
 // out[i] = Fp8E4M3ToFloat(in[i]) · scales[i / kFp8BlockSize] for i < n, rounded once to fp32: one
 // row of a block-scaled FP8 weight (scales: the row's block scales, one per 128 columns), the bits
 // of DequantizeFp8Block128Ref's.
