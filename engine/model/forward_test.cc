@@ -410,7 +410,8 @@ TEST_P(RunnerTest, SplitAbsorbedAttentionEqualsPerHeadPathBitForBit) {
   for (KvCacheDtype dtype : {KvCacheDtype::kBf16, KvCacheDtype::kFp8E4M3}) {
     Harness one(GetParam(), dtype, 1), three(GetParam(), dtype, 3);
     KvSequence a, b;
-    // 70 tokens = 18 pages of 4: more than MlaAttention::kMaxBlocks, so a block spans 2 pages.
+    // 70 tokens, pages of 4: blocks of 16 rows (70 / 32 rounded up to 16), each spanning 4 pages,
+    // the last one short; decoding on, a block starts mid-page.
     const std::vector<int32_t> prompt = Tokens(70, 5);
     std::vector<float> x = one.Step({&a}, {prompt}, MlaForm::kAbsorbed);
     std::vector<float> y = three.Step({&b}, {prompt}, MlaForm::kAbsorbed);

@@ -297,9 +297,9 @@ const float* MlaAttention::Fp8Row(int64_t r, float* row) const {
   return row;
 }
 
-int64_t MlaAttention::BlockRows(int64_t ctx, int64_t page_tokens) {
-  const int64_t pages = std::max<int64_t>(1, (ctx + page_tokens - 1) / page_tokens);
-  return (pages + kMaxBlocks - 1) / kMaxBlocks * page_tokens;
+int64_t MlaAttention::BlockRows(int64_t ctx) {
+  const int64_t rows = (std::max<int64_t>(ctx, 1) + kMaxBlocks - 1) / kMaxBlocks;
+  return (rows + kBlockRowMultiple - 1) / kBlockRowMultiple * kBlockRowMultiple;
 }
 
 void MlaAttention::BlockPartials(const AttnSegment& seg, std::span<const uint16_t* const> pages,
@@ -319,10 +319,16 @@ void MlaAttention::BlockPartials(const AttnSegment& seg, std::span<const uint16_
   if (n <= 0) return;
   // Scores of every head, page by page: each row is read once for all nh heads.
   s->resize(nh * block_rows);
-  for (int64_t p0 = first; p0 < end; p0 += page_tokens) {
-    DotRowsBf16(q_cat, nh, width, pages[p0 / page_tokens], std::min(page_tokens, end - p0), width, width,
-                s->data() + (p0 - first), block_rows);
-  }
+  // The block's rows page by page ([p0, p1) within one page; a block may start or end mid-page).
+  auto each_run = [&](auto fn) {
+    for (int64_t p0 = first, p1; p0 < end; p0 = p1) {
+      p1 = std::min(end, (p0 / page_tokens + 1) * page_tokens);
+      fn(p0, p1, pages[p0 / page_tokens] + (p0 % page_tokens) * width);
+    }
+  };
+  each_run([&](int64_t p0, int64_t p1, const uint16_t* rows) {
+    DotRowsBf16(q_cat, nh, width, rows, p1 - p0, width, width, s->data() + (p0 - first), block_rows);
+  });
   // Per head: masked and scaled scores, their maximum m, the weights e_j = exp(s_j - m) and l.
   const float scale = static_cast<float>(c.AttentionSoftmaxScale());
   for (int64_t h = 0; h < nh; ++h) {
@@ -343,10 +349,9 @@ void MlaAttention::BlockPartials(const AttnSegment& seg, std::span<const uint16_
     part[h * psize + lora + 1] = l;
   }
   // o = Σ e_j c_j of every head, page by page (the rows just scored, still in cache).
-  for (int64_t p0 = first; p0 < end; p0 += page_tokens) {
-    WeightedRowSumsBf16(s->data() + (p0 - first), nh, block_rows, pages[p0 / page_tokens],
-                        std::min(page_tokens, end - p0), width, lora, part, psize);
-  }
+  each_run([&](int64_t p0, int64_t p1, const uint16_t* rows) {
+    WeightedRowSumsBf16(s->data() + (p0 - first), nh, block_rows, rows, p1 - p0, width, lora, part, psize);
+  });
 }
 
 void MlaAttention::FoldPartial(const float* part, float* state) const {
@@ -396,7 +401,7 @@ void MlaAttention::AbsorbedHeads(const AttnSegment& seg, const float* q,
   const ModelConfig& c = *config_;
   const int64_t heads = c.num_attention_heads, qk = c.qk_head_dim(), width = c.KvLatentWidth();
   const int64_t nh = h1 - h0, psize = PartialSize(), lora = c.kv_lora_rank;
-  const int64_t block_rows = BlockRows(seg.context(), page_tokens);
+  const int64_t block_rows = BlockRows(seg.context());
   scratch->q_cat.resize(nh * width);
   scratch->part.resize(nh * psize);
   scratch->state.resize(nh * psize);
@@ -434,7 +439,7 @@ Status MlaAttention::AbsorbedSplit(std::span<const AttnSegment> segs, std::span<
   std::vector<std::array<int64_t, 3>> query_heads, query_blocks;  // (segment, token, head / block)
   for (size_t a = 0; a < absorbed.size(); ++a) {
     const AttnSegment& seg = segs[absorbed[a]];
-    block_rows[a] = BlockRows(seg.context(), page_tokens);
+    block_rows[a] = BlockRows(seg.context());
     blocks[a] = (seg.context() + block_rows[a] - 1) / block_rows[a];
     q_cat[a].resize(seg.num_new * heads * width);
     parts[a].resize(seg.num_new * blocks[a] * heads * psize);

@@ -53,13 +53,16 @@ class MlaAttention {
   Status Expanded(const AttnSegment& seg, const float* q, const std::vector<float>& lat, const KeyMask& mask,
                   ThreadPool* pool, const kernels::cpu::MatmulOptions& options, float* out) const;
   // The absorbed form (decode) runs over blocks of the context, as flash-decoding does: a block
-  // is BlockRows consecutive rows (whole pages, at most kMaxBlocks blocks per segment, sized from
-  // the context alone so that the bits never depend on the batch or the threads). For one new
-  // token and head, a block's partial is [o | m | l]: m = its largest scaled score, l = Σ e_j and
-  // o [kv_lora] = Σ e_j c_j with e_j = exp(s_j - m) over its visible rows (l = 0 when none is).
-  // Partials fold in block order into the same shape; the head's output is W_UV (o / l).
-  static constexpr int64_t kMaxBlocks = 16;
-  static int64_t BlockRows(int64_t ctx, int64_t page_tokens);
+  // is BlockRows consecutive rows (a multiple of kBlockRowMultiple, at most kMaxBlocks blocks per
+  // segment, sized from the context length alone so that the bits never depend on the batch, the
+  // threads or the page size). For one new token and head, a block's partial is [o | m | l]: m = its
+  // largest scaled score, l = Σ e_j and o [kv_lora] = Σ e_j c_j with e_j = exp(s_j - m) over its
+  // visible rows (l = 0 when none is). Partials fold in block order into the same shape; the
+  // head's output is W_UV (o / l). Up to 32 blocks: at batch 1 the blocks are what the threads
+  // share, and a few more blocks than threads balance them (17 blocks of 32 rows at 513 tokens).
+  static constexpr int64_t kMaxBlocks = 32;
+  static constexpr int64_t kBlockRowMultiple = 16;
+  static int64_t BlockRows(int64_t ctx);
   int64_t PartialSize() const { return config_->kv_lora_rank + 2; }
   // Per-thread buffers of the absorbed form, reused across calls.
   struct AbsorbedScratch {
