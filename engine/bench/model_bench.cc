@@ -75,8 +75,8 @@ int64_t MlpBytes(const MlpWeights& w) {
   return w.gate_proj.StreamedBytes() + w.up_proj.StreamedBytes() + w.down_proj.StreamedBytes();
 }
 
-// Bytes one decode token reads: see the file comment. kv_b_proj is counted at its packed size
-// (the absorbed form reads an fp32 transpose of it; it is under 1% of the total here).
+// Bytes one decode token reads: see the file comment. kv_b_proj is counted at its packed size, which
+// is what the absorbed form reads for bf16 and fp8 (an int4 one is read through an fp32 copy).
 int64_t BytesPerToken(const ModelWeights& m, KvCacheDtype kv, int64_t context) {
   const ModelConfig& c = m.config;
   int64_t bytes = m.lm_head.StreamedBytes() + c.hidden_size * 4;  // + the embedding row

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "engine/model/moe.h"
+#include "engine/model/vec_ops.h"
 
 namespace tandem::engine::model {
 
@@ -147,7 +148,7 @@ Status ModelRunner::Layer(int64_t layer, std::span<const AttnSegment> segs, int6
   RmsNormRows(h.data(), tokens, c.hidden_size, c.hidden_size, w.input_layernorm.data(), c.rms_norm_eps);
   RETURN_IF_ERROR(attention_[layer].Forward(h.data(), tokens, segs, kv_, options.use_indexer, index_masks,
                                             pool_, options.matmul, delta.data()));
-  for (int64_t i = 0; i < n; ++i) (*x)[i] += delta[i];
+  AddScaledF32(1.0f, delta.data(), x->data(), n);  // the residual add, vectorized (1 · d is d)
   std::copy(x->begin(), x->end(), h.begin());
   RmsNormRows(h.data(), tokens, c.hidden_size, c.hidden_size, w.post_attention_layernorm.data(),
               c.rms_norm_eps);
@@ -156,7 +157,7 @@ Status ModelRunner::Layer(int64_t layer, std::span<const AttnSegment> segs, int6
   } else {
     RETURN_IF_ERROR(MlpForward(w.dense_mlp, h.data(), tokens, delta.data(), pool_, options.matmul));
   }
-  for (int64_t i = 0; i < n; ++i) (*x)[i] += delta[i];
+  AddScaledF32(1.0f, delta.data(), x->data(), n);  // the residual add, vectorized (1 · d is d)
   return Status::Ok();
 }
 

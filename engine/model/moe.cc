@@ -174,11 +174,8 @@ Status MoeForward(const ModelConfig& config, const MoeWeights& w, const float* x
   // by index.
   for (size_t i = shared ? 1 : 0; i < work.size(); ++i) {
     const ExpertWork& ew = work[i];
-    for (size_t j = 0; j < ew.routed.size(); ++j) {
-      float* out = y + ew.routed[j].first * hidden;
-      const float gate = ew.routed[j].second;
-      for (int64_t k = 0; k < hidden; ++k) out[k] += gate * ew.ys[j * hidden + k];
-    }
+    for (size_t j = 0; j < ew.routed.size(); ++j)
+      AddScaledF32(ew.routed[j].second, ew.ys.data() + j * hidden, y + ew.routed[j].first * hidden, hidden);
   }
   return Status::Ok();
 }
