@@ -88,6 +88,18 @@ ModelConfig RoutingConfig() {
 
 float Logit(double sigmoid) { return static_cast<float>(std::log(sigmoid / (1 - sigmoid))); }
 
+// Runs body once per vec_ops variant this machine has (portable first), restoring the widest after.
+template <typename Body>
+void ForEachVecIsa(Body body) {
+  struct Restore {
+    ~Restore() { LimitVecOpsIsaForTesting(VecIsa::kAvx512); }
+  } restore;
+  for (VecIsa isa : {VecIsa::kPortable, VecIsa::kAvx2, VecIsa::kAvx512}) {
+    LimitVecOpsIsaForTesting(isa);
+    body(isa);
+  }
+}
+
 TEST(VecOpsTest, DotF32IsWithinFp32RoundingOfTheExactSum) {
   // Random magnitudes and signs (cancellation included), every tail length of the 16- and 8-lane
   // loops: |DotF32 - exact| <= n * 2^-24 * sum|a*b| (the textbook bound for any summation order
@@ -123,7 +135,7 @@ TEST(VecOpsTest, DotF32IsWithinFp32RoundingOfTheExactSum) {
 TEST(VecOpsTest, DotRowsBf16IsBatchInvariantAndWithinFp32Rounding) {
   // Widths around the 16-lane chunks (and the real 576 and bench 320), 1..5 queries, rows in
   // pages: every (query, row) score must equal the one computed alone, and be within
-  // width * 2^-24 * sum|q*r| of the exact sum.
+  // width * 2^-24 * sum|q*r| of the exact sum, in every variant.
   uint64_t state = 0x2545f4914f6cdd1dull;
   auto next = [&] {
     state ^= state << 13;
@@ -131,34 +143,38 @@ TEST(VecOpsTest, DotRowsBf16IsBatchInvariantAndWithinFp32Rounding) {
     state ^= state << 17;
     return static_cast<float>(static_cast<int64_t>(state % 2000001) - 1000000) * 1e-6f;
   };
-  for (int64_t width : {1, 15, 16, 17, 64, 320, 576}) {
-    const int64_t n = 37, nq = 5;
-    std::vector<uint16_t> rows(n * width);
-    std::vector<float> q(nq * width);
-    for (uint16_t& r : rows) r = FloatToBf16(next() * 3.0f);
-    for (float& v : q) v = next();
-    std::vector<float> all(nq * n), one(1);
-    DotRowsBf16(q.data(), nq, width, rows.data(), n, width, width, all.data(), n);
-    for (int64_t h = 0; h < nq; ++h) {
-      for (int64_t j = 0; j < n; ++j) {
-        DotRowsBf16(q.data() + h * width, 1, width, rows.data() + j * width, 1, width, width, one.data(), 1);
-        ASSERT_EQ(all[h * n + j], one[0]) << "width " << width << " query " << h << " row " << j;
-        double exact = 0, magnitude = 0;
-        for (int64_t d = 0; d < width; ++d) {
-          const double t = static_cast<double>(q[h * width + d]) * Bf16ToFloat(rows[j * width + d]);
-          exact += t;
-          magnitude += std::fabs(t);
+  ForEachVecIsa([&](VecIsa) {
+    for (int64_t width : {1, 15, 16, 17, 64, 320, 576}) {
+      const int64_t n = 37, nq = 5;
+      std::vector<uint16_t> rows(n * width);
+      std::vector<float> q(nq * width);
+      for (uint16_t& r : rows) r = FloatToBf16(next() * 3.0f);
+      for (float& v : q) v = next();
+      std::vector<float> all(nq * n), one(1);
+      DotRowsBf16(q.data(), nq, width, rows.data(), n, width, width, all.data(), n);
+      for (int64_t h = 0; h < nq; ++h) {
+        for (int64_t j = 0; j < n; ++j) {
+          DotRowsBf16(q.data() + h * width, 1, width, rows.data() + j * width, 1, width, width, one.data(),
+                      1);
+          ASSERT_EQ(all[h * n + j], one[0]) << "width " << width << " query " << h << " row " << j;
+          double exact = 0, magnitude = 0;
+          for (int64_t d = 0; d < width; ++d) {
+            const double t = static_cast<double>(q[h * width + d]) * Bf16ToFloat(rows[j * width + d]);
+            exact += t;
+            magnitude += std::fabs(t);
+          }
+          EXPECT_LE(std::fabs(all[h * n + j] - exact), width * std::ldexp(1.0, -24) * magnitude + 1e-30);
         }
-        EXPECT_LE(std::fabs(all[h * n + j] - exact), width * std::ldexp(1.0, -24) * magnitude + 1e-30);
       }
     }
-  }
+  });
 }
 
 TEST(VecOpsTest, WeightedRowSumsBf16PageByPageIsOneWeightedRowSumPerWeightVector) {
   // 1..6 weight vectors (the AVX-512 path runs them in groups of up to 4), some weights 0, dims
   // around the 16-lane chunks and the 64- and 128-wide passes, rows in pages of 16 (the last one
-  // short): every output must be WeightedRowSum's over the widened rows, bit for bit.
+  // short): every output must be WeightedRowSum's over the widened rows, bit for bit, in every
+  // variant.
   const int64_t n = 70, stride = 330, max_nw = 6;
   std::vector<float> w(max_nw * n), widened(n * stride);
   std::vector<uint16_t> rows(n * stride);
@@ -168,25 +184,27 @@ TEST(VecOpsTest, WeightedRowSumsBf16PageByPageIsOneWeightedRowSumPerWeightVector
     rows[i] = FloatToBf16(std::cos(static_cast<float>(i) * 0.37f) * 2.1f);
     widened[i] = Bf16ToFloat(rows[i]);
   }
-  for (int64_t nw : {1, 2, 3, 4, 5, 6}) {
-    for (int64_t dim : {1, 15, 16, 17, 63, 64, 65, 127, 128, 129, 256, 320}) {
-      const int64_t out_stride = dim + 3;
-      std::vector<float> got(nw * out_stride, 0.0f);
-      for (int64_t first = 0; first < n; first += 16) {
-        WeightedRowSumsBf16(w.data() + first, nw, n, rows.data() + first * stride,
-                            std::min<int64_t>(16, n - first), stride, dim, got.data(), out_stride);
-      }
-      for (int64_t h = 0; h < nw; ++h) {
-        std::vector<float> expected(dim);
-        WeightedRowSum(w.data() + h * n, widened.data(), n, stride, dim, expected.data());
-        for (int64_t d = 0; d < dim; ++d)
-          ASSERT_EQ(got[h * out_stride + d], expected[d])
-              << "nw " << nw << " dim " << dim << " h " << h << " d " << d;
-        for (int64_t d = dim; d < out_stride; ++d)
-          ASSERT_EQ(got[h * out_stride + d], 0.0f) << "written past dim";
+  ForEachVecIsa([&](VecIsa) {
+    for (int64_t nw : {1, 2, 3, 4, 5, 6}) {
+      for (int64_t dim : {1, 15, 16, 17, 31, 32, 33, 63, 64, 65, 127, 128, 129, 256, 320}) {
+        const int64_t out_stride = dim + 3;
+        std::vector<float> got(nw * out_stride, 0.0f);
+        for (int64_t first = 0; first < n; first += 16) {
+          WeightedRowSumsBf16(w.data() + first, nw, n, rows.data() + first * stride,
+                              std::min<int64_t>(16, n - first), stride, dim, got.data(), out_stride);
+        }
+        for (int64_t h = 0; h < nw; ++h) {
+          std::vector<float> expected(dim);
+          WeightedRowSum(w.data() + h * n, widened.data(), n, stride, dim, expected.data());
+          for (int64_t d = 0; d < dim; ++d)
+            ASSERT_EQ(got[h * out_stride + d], expected[d])
+                << "nw " << nw << " dim " << dim << " h " << h << " d " << d;
+          for (int64_t d = dim; d < out_stride; ++d)
+            ASSERT_EQ(got[h * out_stride + d], 0.0f) << "written past dim";
+        }
       }
     }
-  }
+  });
 }
 
 TEST(VecOpsTest, ExpF32IsWithinTwoUlpAndTheSameAtEveryPosition) {
@@ -252,6 +270,44 @@ TEST(VecOpsTest, Fp8RowToF32IsTheDequantizedRow) {
       }
     }
   }
+}
+
+TEST(VecOpsTest, ExpF32Fp8RowAndWeightedRowSumsGiveTheSameBitsInEveryVariant) {
+  // The contract of ExpF32, Fp8RowToF32 and WeightedRowSumsBf16: the same operations in every
+  // variant, so the AVX2 and AVX-512 bits must equal the portable loop's (where the host has them;
+  // a narrower host runs the portable loop three times).
+  std::vector<float> x;
+  for (double v = -95.0; v <= 95.0; v += 0.0173) x.push_back(static_cast<float>(v));
+  for (float v : {-87.33654f, -87.3365f, 88.7f, 1e-30f, -0.0f}) x.push_back(v);
+  std::vector<uint8_t> codes(515);
+  for (size_t i = 0; i < codes.size(); ++i) {
+    codes[i] = static_cast<uint8_t>(i * 37 + 11);
+    if ((codes[i] & 0x7f) == 0x7f) codes[i] ^= 1;  // e4m3 NaN is not a weight
+  }
+  const std::vector<float> scales = {3.5e-3f, 1.25f, 7.0e-39f, 2.0e3f, 0.5f};
+  const int64_t n = 45, stride = 300, dim = 291, nw = 5;
+  std::vector<uint16_t> rows(n * stride);
+  std::vector<float> w(nw * n);
+  for (size_t i = 0; i < rows.size(); ++i)
+    rows[i] = FloatToBf16(std::sin(static_cast<float>(i) * 0.71f) * 4.0f);
+  for (size_t i = 0; i < w.size(); ++i) w[i] = i % 7 == 2 ? 0.0f : std::cos(static_cast<float>(i) * 0.43f);
+  std::vector<float> exp_ref, fp8_ref, sums_ref;
+  ForEachVecIsa([&](VecIsa isa) {
+    std::vector<float> e(x.size()), f(codes.size()), sums(nw * dim, 0.0f);
+    ExpF32(x.data(), e.data(), static_cast<int64_t>(x.size()));
+    Fp8RowToF32(codes.data(), scales.data(), static_cast<int64_t>(codes.size()), f.data());
+    WeightedRowSumsBf16(w.data(), nw, n, rows.data(), n, stride, dim, sums.data(), dim);
+    if (isa == VecIsa::kPortable) {
+      exp_ref = e, fp8_ref = f, sums_ref = sums;
+      return;
+    }
+    const int v = static_cast<int>(isa);
+    ASSERT_EQ(std::memcmp(e.data(), exp_ref.data(), e.size() * sizeof(float)), 0) << "ExpF32, variant " << v;
+    ASSERT_EQ(std::memcmp(f.data(), fp8_ref.data(), f.size() * sizeof(float)), 0)
+        << "Fp8RowToF32, variant " << v;
+    ASSERT_EQ(std::memcmp(sums.data(), sums_ref.data(), sums.size() * sizeof(float)), 0)
+        << "WeightedRowSumsBf16, variant " << v;
+  });
 }
 
 TEST(VecOpsTest, WeightedRowSumIsRowByRowAddScaledBitForBit) {

@@ -1,6 +1,7 @@
 #include "engine/model/vec_ops.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <vector>
 
@@ -295,21 +296,134 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void WeightedRowSumsBf16Avx
 #endif
 
 #if defined(__x86_64__)
+// 2^e for integer lanes e in fp32's normal range, built in the exponent field.
+__attribute__((target("avx2"))) inline __m256 Pow2Avx2(__m256i e) {
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(e, _mm256_set1_epi32(127)), 23));
+}
+
+// ExpScalar on 8 lanes: the same operations in the same order; 2^n applied as two exact powers of
+// two (n split in halves, each within fp32's normal range), so the result is rounded once, as
+// ldexp rounds it.
+__attribute__((target("avx2"))) void ExpF32Avx2(const float* x, float* y, int64_t n) {
+  float tail_in[8], tail_out[8];
+  for (int64_t i = 0; i < n; i += 8) {
+    const int64_t left = std::min<int64_t>(8, n - i);
+    const float* src = x + i;
+    if (left < 8) {
+      std::fill(tail_in, tail_in + 8, 0.0f);
+      std::copy_n(x + i, left, tail_in);
+      src = tail_in;
+    }
+    const __m256 v = _mm256_loadu_ps(src);
+    const __m256 keep = _mm256_cmp_ps(v, _mm256_set1_ps(kExpLow), _CMP_GE_OQ);
+    const __m256 nan = _mm256_cmp_ps(v, v, _CMP_UNORD_Q);
+    const __m256 c = _mm256_min_ps(v, _mm256_set1_ps(kExpHigh));
+    const __m256 k = _mm256_round_ps(_mm256_mul_ps(c, _mm256_set1_ps(kLog2e)),
+                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const __m256 r = _mm256_sub_ps(_mm256_sub_ps(c, _mm256_mul_ps(k, _mm256_set1_ps(kLn2Hi))),
+                                   _mm256_mul_ps(k, _mm256_set1_ps(kLn2Lo)));
+    __m256 p = _mm256_set1_ps(kExpTaylor[0]);
+    for (int t = 1; t < 6; ++t) p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(kExpTaylor[t]));
+    p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(1.0f));
+    p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(1.0f));
+    const __m256i ki = _mm256_cvtps_epi32(k);
+    const __m256i k1 = _mm256_srai_epi32(ki, 1);
+    __m256 e = _mm256_mul_ps(_mm256_mul_ps(p, Pow2Avx2(k1)), Pow2Avx2(_mm256_sub_epi32(ki, k1)));
+    e = _mm256_and_ps(e, keep);
+    e = _mm256_blendv_ps(e, v, nan);
+    if (left < 8) {
+      _mm256_storeu_ps(tail_out, e);
+      std::copy_n(tail_out, left, y + i);
+    } else {
+      _mm256_storeu_ps(y + i, e);
+    }
+  }
+}
+
+// Fp8RowToF32Avx512's decode on 8 codes with F16C.
+__attribute__((target("avx2,f16c"))) void Fp8RowToF32Avx2(const uint8_t* in, const float* scales, int64_t n,
+                                                          float* out) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m128i codes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(in + i));
+    const __m128i half = _mm_and_si128(_mm_slli_epi16(_mm_cvtepi8_epi16(codes), 7),
+                                       _mm_set1_epi16(static_cast<int16_t>(0xbfff)));
+    const __m256 scale = _mm256_set1_ps(scales[i / kFp8BlockSize] * 256.0f);
+    _mm256_storeu_ps(out + i, _mm256_mul_ps(_mm256_cvtph_ps(half), scale));
+  }
+  for (; i < n; ++i) out[i] = Fp8E4M3ToFloat(in[i]) * scales[i / kFp8BlockSize];
+}
+
+// WeightedRowSumsBf16Avx512 on 8 lanes: 4 vectors (32 values) of each of NW outputs per pass over
+// the rows, the rest of dim scalar; each output element is its own sum over the rows in order.
+template <int NW>
+__attribute__((target("avx2"))) void WeightedRowSumsBf16Avx2(const float* w, int64_t w_stride,
+                                                             const uint16_t* rows, int64_t n, int64_t stride,
+                                                             int64_t dim, float* out, int64_t out_stride) {
+  int64_t d = 0;
+  for (; d + 32 <= dim; d += 32) {
+    __m256 acc[NW][4];
+    for (int h = 0; h < NW; ++h)
+      for (int k = 0; k < 4; ++k) acc[h][k] = _mm256_loadu_ps(out + h * out_stride + d + 8 * k);
+    for (int64_t j = 0; j < n; ++j) {
+      const uint16_t* row = rows + j * stride + d;
+      __m256 v[4];
+      for (int k = 0; k < 4; ++k) {
+        const __m256i wide =
+            _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 8 * k)));
+        v[k] = _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
+      }
+      for (int h = 0; h < NW; ++h) {
+        const float wh = w[h * w_stride + j];
+        if (wh == 0.0f) continue;
+        const __m256 b = _mm256_set1_ps(wh);
+        for (int k = 0; k < 4; ++k) acc[h][k] = _mm256_add_ps(acc[h][k], _mm256_mul_ps(b, v[k]));
+      }
+    }
+    for (int h = 0; h < NW; ++h)
+      for (int k = 0; k < 4; ++k) _mm256_storeu_ps(out + h * out_stride + d + 8 * k, acc[h][k]);
+  }
+  if (d == dim) return;
+  for (int h = 0; h < NW; ++h) {
+    float* o = out + h * out_stride;
+    for (int64_t j = 0; j < n; ++j) {
+      const float wh = w[h * w_stride + j];
+      if (wh == 0.0f) continue;
+      const uint16_t* row = rows + j * stride;
+      for (int64_t e = d; e < dim; ++e) o[e] += wh * Bf16ToFloat(row[e]);
+    }
+  }
+}
+#endif
+
+// The widest variant each call may take: the host's, unless a test lowered it.
+std::atomic<VecIsa> g_isa_limit{VecIsa::kAvx512};
+
+#if defined(__x86_64__)
 const bool kHostAvx2 = HostCpuFeatures().avx2;
+const bool kHostF16c = HostCpuFeatures().avx2 && HostCpuFeatures().f16c;
 const bool kHostAvx2Fma = HostCpuFeatures().avx2 && HostCpuFeatures().fma;
 const bool kHostAvx512 = HostCpuFeatures().avx512f;
 const bool kHostAvx512Bw = HostCpuFeatures().avx512f && HostCpuFeatures().avx512bw;
+bool Allow(VecIsa isa) { return g_isa_limit.load(std::memory_order_relaxed) >= isa; }
+bool UseAvx2() { return kHostAvx2 && Allow(VecIsa::kAvx2); }
+bool UseF16c() { return kHostF16c && Allow(VecIsa::kAvx2); }
+bool UseAvx2Fma() { return kHostAvx2Fma && Allow(VecIsa::kAvx2); }
+bool UseAvx512() { return kHostAvx512 && Allow(VecIsa::kAvx512); }
+bool UseAvx512Bw() { return kHostAvx512Bw && Allow(VecIsa::kAvx512); }
 #endif
 
 }  // namespace
 
+void LimitVecOpsIsaForTesting(VecIsa widest) { g_isa_limit.store(widest, std::memory_order_relaxed); }
+
 void Bf16ToF32(const uint16_t* in, float* out, int64_t n) {
 #if defined(__x86_64__)
-  if (kHostAvx512) {
+  if (UseAvx512()) {
     Bf16ToF32Avx512(in, out, n);
     return;
   }
-  if (kHostAvx2) {
+  if (UseAvx2()) {
     Bf16ToF32Avx2(in, out, n);
     return;
   }
@@ -319,7 +433,7 @@ void Bf16ToF32(const uint16_t* in, float* out, int64_t n) {
 
 void AddScaledF32(float a, const float* x, float* y, int64_t n) {
 #if defined(__x86_64__)
-  if (kHostAvx2) {
+  if (UseAvx2()) {
     AddScaledAvx2(a, x, y, n);
     return;
   }
@@ -329,11 +443,11 @@ void AddScaledF32(float a, const float* x, float* y, int64_t n) {
 
 void WeightedRowSum(const float* w, const float* rows, int64_t n, int64_t stride, int64_t dim, float* out) {
 #if defined(__x86_64__)
-  if (kHostAvx512) {
+  if (UseAvx512()) {
     WeightedRowSumAvx512(w, rows, n, stride, dim, out);
     return;
   }
-  if (kHostAvx2) {
+  if (UseAvx2()) {
     WeightedRowSumAvx2(w, rows, n, stride, dim, out);
     return;
   }
@@ -346,8 +460,8 @@ void WeightedRowSum(const float* w, const float* rows, int64_t n, int64_t stride
 
 float DotF32(const float* a, const float* b, int64_t n) {
 #if defined(__x86_64__)
-  if (kHostAvx512) return DotF32Avx512(a, b, n);
-  if (kHostAvx2Fma) return DotF32Avx2(a, b, n);
+  if (UseAvx512()) return DotF32Avx512(a, b, n);
+  if (UseAvx2Fma()) return DotF32Avx2(a, b, n);
 #endif
   float acc[8] = {};
   int64_t i = 0;
@@ -361,7 +475,7 @@ float DotF32(const float* a, const float* b, int64_t n) {
 void DotRowsBf16(const float* q, int64_t nq, int64_t q_stride, const uint16_t* rows, int64_t n,
                  int64_t row_stride, int64_t width, float* out, int64_t out_stride) {
 #if defined(__x86_64__)
-  if (kHostAvx512Bw) {
+  if (UseAvx512Bw()) {
     for (int64_t h = 0; h < nq; h += 4) {
       const float* qh = q + h * q_stride;
       float* oh = out + h * out_stride;
@@ -385,8 +499,12 @@ void DotRowsBf16(const float* q, int64_t nq, int64_t q_stride, const uint16_t* r
 
 void ExpF32(const float* x, float* y, int64_t n) {
 #if defined(__x86_64__)
-  if (kHostAvx512) {
+  if (UseAvx512()) {
     ExpF32Avx512(x, y, n);
+    return;
+  }
+  if (UseAvx2()) {
+    ExpF32Avx2(x, y, n);
     return;
   }
 #endif
@@ -396,8 +514,12 @@ void ExpF32(const float* x, float* y, int64_t n) {
 void Fp8RowToF32(const uint8_t* in, const float* scales, int64_t n, float* out) {
   static_assert(kFp8BlockSize % 16 == 0, "a 16-code step never straddles a scale block");
 #if defined(__x86_64__)
-  if (kHostAvx512) {
+  if (UseAvx512()) {
     Fp8RowToF32Avx512(in, scales, n, out);
+    return;
+  }
+  if (UseF16c()) {
+    Fp8RowToF32Avx2(in, scales, n, out);
     return;
   }
 #endif
@@ -407,7 +529,7 @@ void Fp8RowToF32(const uint8_t* in, const float* scales, int64_t n, float* out) 
 void WeightedRowSumsBf16(const float* w, int64_t nw, int64_t w_stride, const uint16_t* rows, int64_t n,
                          int64_t stride, int64_t dim, float* out, int64_t out_stride) {
 #if defined(__x86_64__)
-  if (kHostAvx512Bw) {
+  if (UseAvx512Bw()) {
     for (int64_t h = 0; h < nw; h += 4) {
       const float* wh = w + h * w_stride;
       float* oh = out + h * out_stride;
@@ -416,6 +538,19 @@ void WeightedRowSumsBf16(const float* w, int64_t nw, int64_t w_stride, const uin
         case 2: WeightedRowSumsBf16Avx512<2, 4>(wh, w_stride, rows, n, stride, dim, oh, out_stride); break;
         case 3: WeightedRowSumsBf16Avx512<3, 4>(wh, w_stride, rows, n, stride, dim, oh, out_stride); break;
         default: WeightedRowSumsBf16Avx512<4, 4>(wh, w_stride, rows, n, stride, dim, oh, out_stride); break;
+      }
+    }
+    return;
+  }
+  if (UseAvx2()) {
+    for (int64_t h = 0; h < nw; h += 4) {
+      const float* wh = w + h * w_stride;
+      float* oh = out + h * out_stride;
+      switch (std::min<int64_t>(4, nw - h)) {
+        case 1: WeightedRowSumsBf16Avx2<1>(wh, w_stride, rows, n, stride, dim, oh, out_stride); break;
+        case 2: WeightedRowSumsBf16Avx2<2>(wh, w_stride, rows, n, stride, dim, oh, out_stride); break;
+        case 3: WeightedRowSumsBf16Avx2<3>(wh, w_stride, rows, n, stride, dim, oh, out_stride); break;
+        default: WeightedRowSumsBf16Avx2<4>(wh, w_stride, rows, n, stride, dim, oh, out_stride); break;
       }
     }
     return;

@@ -1,11 +1,19 @@
 #pragma once
-// Vector loops of the forward pass's hot paths (attention, router), with AVX2 / AVX-512 variants
-// picked at run time. DotF32 is the one that fuses (FMA); the others round each product as the
-// plain C++ loop does.
+// Vector loops of the forward pass's hot paths (attention, router, SiLU), with AVX2 / AVX-512
+// variants picked at run time. DotF32 and DotRowsBf16 fuse (FMA) and their bits depend on the
+// variant; the others round each product as the plain C++ loop does and give its bits in every
+// variant (tested for each variant the machine has).
 
 #include <cstdint>
 
 namespace tandem::engine::model {
+
+// The variants, narrowest first. Each function takes the widest one the host has.
+enum class VecIsa { kPortable, kAvx2, kAvx512 };
+
+// Tests: the functions below take no variant wider than `widest` from now on (kAvx512: no limit),
+// so that every variant can be checked on one machine. Not for use while other threads call them.
+void LimitVecOpsIsaForTesting(VecIsa widest);
 
 // Σ a[i]·b[i] in fp32: fused multiply-adds into independent SIMD accumulators (16-lane with
 // AVX-512, 8-lane with AVX2+FMA, 8 scalar chains otherwise), then one tree reduction. The forward
