@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <type_traits>
 #include <vector>
 
 #include "engine/core/cpu_features.h"
@@ -415,6 +416,25 @@ bool UseAvx512Bw() { return kHostAvx512Bw && Allow(VecIsa::kAvx512); }
 
 }  // namespace
 
+namespace {
+
+// fn(first, k) for consecutive groups of up to 4 of count vectors (queries, weight vectors), k a
+// std::integral_constant holding the group's size: the kernels keep a group's accumulators in
+// registers, so the size is a template argument.
+template <typename Fn>
+void InGroupsOf4(int64_t count, Fn fn) {
+  for (int64_t first = 0; first < count; first += 4) {
+    switch (std::min<int64_t>(4, count - first)) {
+      case 1: fn(first, std::integral_constant<int, 1>{}); break;
+      case 2: fn(first, std::integral_constant<int, 2>{}); break;
+      case 3: fn(first, std::integral_constant<int, 3>{}); break;
+      default: fn(first, std::integral_constant<int, 4>{}); break;
+    }
+  }
+}
+
+}  // namespace
+
 void LimitVecOpsIsaForTesting(VecIsa widest) { g_isa_limit.store(widest, std::memory_order_relaxed); }
 
 void Bf16ToF32(const uint16_t* in, float* out, int64_t n) {
@@ -476,16 +496,10 @@ void DotRowsBf16(const float* q, int64_t nq, int64_t q_stride, const uint16_t* r
                  int64_t row_stride, int64_t width, float* out, int64_t out_stride) {
 #if defined(__x86_64__)
   if (UseAvx512Bw()) {
-    for (int64_t h = 0; h < nq; h += 4) {
-      const float* qh = q + h * q_stride;
-      float* oh = out + h * out_stride;
-      switch (std::min<int64_t>(4, nq - h)) {
-        case 1: DotRowsBf16Avx512<1>(qh, q_stride, rows, n, row_stride, width, oh, out_stride); break;
-        case 2: DotRowsBf16Avx512<2>(qh, q_stride, rows, n, row_stride, width, oh, out_stride); break;
-        case 3: DotRowsBf16Avx512<3>(qh, q_stride, rows, n, row_stride, width, oh, out_stride); break;
-        default: DotRowsBf16Avx512<4>(qh, q_stride, rows, n, row_stride, width, oh, out_stride); break;
-      }
-    }
+    InGroupsOf4(nq, [&](int64_t h, auto k) {
+      DotRowsBf16Avx512<decltype(k)::value>(q + h * q_stride, q_stride, rows, n, row_stride, width,
+                                            out + h * out_stride, out_stride);
+    });
     return;
   }
 #endif
@@ -530,29 +544,18 @@ void WeightedRowSumsBf16(const float* w, int64_t nw, int64_t w_stride, const uin
                          int64_t stride, int64_t dim, float* out, int64_t out_stride) {
 #if defined(__x86_64__)
   if (UseAvx512Bw()) {
-    for (int64_t h = 0; h < nw; h += 4) {
-      const float* wh = w + h * w_stride;
-      float* oh = out + h * out_stride;
-      switch (std::min<int64_t>(4, nw - h)) {
-        case 1: WeightedRowSumsBf16Avx512<1, 8>(wh, w_stride, rows, n, stride, dim, oh, out_stride); break;
-        case 2: WeightedRowSumsBf16Avx512<2, 4>(wh, w_stride, rows, n, stride, dim, oh, out_stride); break;
-        case 3: WeightedRowSumsBf16Avx512<3, 4>(wh, w_stride, rows, n, stride, dim, oh, out_stride); break;
-        default: WeightedRowSumsBf16Avx512<4, 4>(wh, w_stride, rows, n, stride, dim, oh, out_stride); break;
-      }
-    }
+    InGroupsOf4(nw, [&](int64_t h, auto k) {
+      constexpr int kW = decltype(k)::value;  // one output: 8 vectors per pass, else 4
+      WeightedRowSumsBf16Avx512<kW, kW == 1 ? 8 : 4>(w + h * w_stride, w_stride, rows, n, stride, dim,
+                                                     out + h * out_stride, out_stride);
+    });
     return;
   }
   if (UseAvx2()) {
-    for (int64_t h = 0; h < nw; h += 4) {
-      const float* wh = w + h * w_stride;
-      float* oh = out + h * out_stride;
-      switch (std::min<int64_t>(4, nw - h)) {
-        case 1: WeightedRowSumsBf16Avx2<1>(wh, w_stride, rows, n, stride, dim, oh, out_stride); break;
-        case 2: WeightedRowSumsBf16Avx2<2>(wh, w_stride, rows, n, stride, dim, oh, out_stride); break;
-        case 3: WeightedRowSumsBf16Avx2<3>(wh, w_stride, rows, n, stride, dim, oh, out_stride); break;
-        default: WeightedRowSumsBf16Avx2<4>(wh, w_stride, rows, n, stride, dim, oh, out_stride); break;
-      }
-    }
+    InGroupsOf4(nw, [&](int64_t h, auto k) {
+      WeightedRowSumsBf16Avx2<decltype(k)::value>(w + h * w_stride, w_stride, rows, n, stride, dim,
+                                                  out + h * out_stride, out_stride);
+    });
     return;
   }
 #endif
