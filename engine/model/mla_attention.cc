@@ -207,7 +207,13 @@ Status MlaAttention::Forward(const float* h, int64_t tokens, std::span<const Att
   // batch is many segments of one token, each too little work to wake the pool for, and a
   // thread's consecutive heads of one segment share each pass over the context rows. Both give
   // the same bits: every block partial and every fold is computed the same way in either.
-  if (!absorbed.empty() && static_cast<int64_t>(absorbed.size()) < pool->num_threads()) {
+  int64_t split_floats = 0;  // the split's block partials: [num_new, blocks, H, PartialSize()] per segment
+  for (size_t s : absorbed) {
+    const int64_t ctx = segs[s].context(), block_rows = BlockRows(ctx);
+    split_floats += segs[s].num_new * ((ctx + block_rows - 1) / block_rows) * heads * PartialSize();
+  }
+  if (!absorbed.empty() && static_cast<int64_t>(absorbed.size()) < pool->num_threads() &&
+      split_floats <= kMaxSplitFloats) {
     RETURN_IF_ERROR(
         AbsorbedSplit(segs, absorbed, q.data(), rows16, page_tokens, *index_masks, pool, attn.data()));
   } else {
@@ -433,16 +439,31 @@ Status MlaAttention::AbsorbedSplit(std::span<const AttnSegment> segs, std::span<
   const ModelConfig& c = *config_;
   const int64_t heads = c.num_attention_heads, qk = c.qk_head_dim(), width = c.KvLatentWidth();
   const int64_t psize = PartialSize();
-  // Per absorbed segment: q_cat [num_new, H, width] and partials [num_new, blocks, H, psize].
-  std::vector<std::vector<float>> q_cat(absorbed.size()), parts(absorbed.size());
+  // Per absorbed segment: q_cat [num_new, H, width] and partials [num_new, blocks, H, psize], at
+  // offsets into buffers this thread keeps between calls (at most kMaxSplitFloats of partials:
+  // 4.2 MB for Kimi K2.x at batch 1), so no layer allocates, zero-fills or page-faults them anew.
+  // Every partial the folds read is written first (an empty block writes l = 0).
+  thread_local std::vector<float> q_cat_held, parts_held;
+  std::vector<float*> q_cat(absorbed.size()), parts(absorbed.size());
   std::vector<int64_t> block_rows(absorbed.size()), blocks(absorbed.size());
   std::vector<std::array<int64_t, 3>> query_heads, query_blocks;  // (segment, token, head / block)
+  int64_t q_cat_floats = 0, part_floats = 0;
   for (size_t a = 0; a < absorbed.size(); ++a) {
     const AttnSegment& seg = segs[absorbed[a]];
     block_rows[a] = BlockRows(seg.context());
     blocks[a] = (seg.context() + block_rows[a] - 1) / block_rows[a];
-    q_cat[a].resize(seg.num_new * heads * width);
-    parts[a].resize(seg.num_new * blocks[a] * heads * psize);
+    q_cat_floats += seg.num_new * heads * width;
+    part_floats += seg.num_new * blocks[a] * heads * psize;
+  }
+  if (static_cast<int64_t>(q_cat_held.size()) < q_cat_floats) q_cat_held.resize(q_cat_floats);
+  if (static_cast<int64_t>(parts_held.size()) < part_floats) parts_held.resize(part_floats);
+  q_cat_floats = part_floats = 0;
+  for (size_t a = 0; a < absorbed.size(); ++a) {
+    const AttnSegment& seg = segs[absorbed[a]];
+    q_cat[a] = q_cat_held.data() + q_cat_floats;
+    parts[a] = parts_held.data() + part_floats;
+    q_cat_floats += seg.num_new * heads * width;
+    part_floats += seg.num_new * blocks[a] * heads * psize;
     for (int64_t i = 0; i < seg.num_new; ++i) {
       for (int64_t h = 0; h < heads; ++h) query_heads.push_back({static_cast<int64_t>(a), i, h});
       for (int64_t b = 0; b < blocks[a]; ++b) query_blocks.push_back({static_cast<int64_t>(a), i, b});
@@ -453,7 +474,7 @@ Status MlaAttention::AbsorbedSplit(std::span<const AttnSegment> segs, std::span<
     for (int64_t k = begin; k < end; ++k) {
       const auto [a, i, h] = query_heads[k];
       const AttnSegment& seg = segs[absorbed[a]];
-      QueryLatent(q + ((seg.first_row + i) * heads + h) * qk, h, q_cat[a].data() + (i * heads + h) * width);
+      QueryLatent(q + ((seg.first_row + i) * heads + h) * qk, h, q_cat[a] + (i * heads + h) * width);
     }
   });
   // 2. Partials of all heads, the context's blocks split over the threads: each row is read once.
@@ -463,8 +484,8 @@ Status MlaAttention::AbsorbedSplit(std::span<const AttnSegment> segs, std::span<
       const auto [a, i, b] = query_blocks[k];
       const size_t seg_index = absorbed[a];
       BlockPartials(segs[seg_index], rows16[seg_index], page_tokens, masks[seg_index], i, b * block_rows[a],
-                    block_rows[a], q_cat[a].data() + i * heads * width, heads, &s,
-                    parts[a].data() + (i * blocks[a] + b) * heads * psize);
+                    block_rows[a], q_cat[a] + i * heads * width, heads, &s,
+                    parts[a] + (i * blocks[a] + b) * heads * psize);
     }
   });
   // 3. Per head: the blocks' partials folded in order, then W_UV; heads split over the threads.
@@ -475,7 +496,7 @@ Status MlaAttention::AbsorbedSplit(std::span<const AttnSegment> segs, std::span<
       const AttnSegment& seg = segs[absorbed[a]];
       state[c.kv_lora_rank + 1] = 0.0f;
       for (int64_t b = 0; b < blocks[a]; ++b)
-        FoldPartial(parts[a].data() + ((i * blocks[a] + b) * heads + h) * psize, state.data());
+        FoldPartial(parts[a] + ((i * blocks[a] + b) * heads + h) * psize, state.data());
       HeadFromState(state.data(), h, &o_lat, attn + ((seg.first_row + i) * heads + h) * c.v_head_dim);
     }
   });

@@ -61,6 +61,10 @@ class MlaAttention {
   // head's output is W_UV (o / l). Up to 32 blocks: at batch 1 the blocks are what the threads
   // share, and a few more blocks than threads balance them (17 blocks of 32 rows at 513 tokens).
   static constexpr int64_t kMaxBlocks = 32;
+  // The split (AbsorbedSplit) keeps every block partial of its segments at once; above this many
+  // floats (32 MB: e.g. 7 Kimi K2.x sequences of 32 blocks) the batch takes the per-head path,
+  // which keeps one block's per thread and gives the same bits.
+  static constexpr int64_t kMaxSplitFloats = int64_t{8} << 20;
   static constexpr int64_t kBlockRowMultiple = 16;
   static int64_t BlockRows(int64_t ctx);
   int64_t PartialSize() const { return config_->kv_lora_rank + 2; }
