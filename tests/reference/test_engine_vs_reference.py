@@ -8,19 +8,16 @@ logit row: rel = max|engine - ref| / max|ref|; top-1 agreement.
 
   - BF16 path (checkpoint BF16 weights, BF16 KV pages) vs a reference that rounds the cached MLA
     latent to BF16 the way the page pool stores it: the same computation, so it must agree to float32
-    rounding (ENGINE_RTOL) with 100% top-1. This is the check that catches engine mistakes.
-    One exception, a routing knife-edge: on a row where the two references themselves disagree by
-    more than TIE_REL (the cache's BF16 rounding alone flipped a discrete MoE or top-k choice, so the
-    choice sits within float32 noise of a tie), the engine may land on either side: it must then
-    agree with the float64 reference to ISSUE_RTOL instead (and its top-1 with either reference).
-    Each such row is printed.
+    rounding (ENGINE_RTOL) with 100% top-1. This is the check that catches engine mistakes. Known
+    knife-edge: dsv3 decode row 70, where the float64 and BF16-KV references are 0.53 apart (a routing
+    choice the cache's rounding flips); a change of the engine's last bits in attention can move it
+    to the float64 side (seen once while the decode blocks depended on the page size).
   - BF16 path vs the pure float64 reference (the issue's bound, 1e-2): the median row is within 1e-2;
     the BF16 rounding of the cache can flip a near-tied MoE routing choice (gaps down to 6e-5 in these
     random models) or a DSA top-k choice (gaps down to 3.7e-4) and move a row far more. Every row
     beyond 1e-2 must be one where the BF16-KV reference moves as well (the cache's rounding, not the
     engine); each is printed with its top-1 agreement and the reference's top-1 margin.
-  - Chunked prefill over small pages (chunks of 5, 3-token pages) equals the one-step prefill (on a
-    knife-edge row as above, it must agree with one of the two references instead).
+  - Chunked prefill over small pages (chunks of 5, 3-token pages) equals the one-step prefill.
   - FP8 e4m3 KV pages, INT4 routed experts and FP8 weights, each against the reference fed the same
     rounding (per-layer FP8 KV scale from the prefill batch; QuantizeInt4Group32Ref /
     QuantizeFp8Block128Ref rules re-implemented in numpy): QUANT_RTOL, 100% top-1.
@@ -62,10 +59,6 @@ ENGINE_RTOL = 1e-3  # engine vs the BF16-KV reference: measured <= 6.3e-4 (fp32 
 # that sequence moves by up to ~1e-3 (with an FP8 cache, whose steps absorb it: <= 1.2e-6).
 QUANT_RTOL = 5e-3
 CHUNK_RTOL = 1e-3   # chunked vs one-step prefill: same math, other summation order (measured <= 3.9e-4)
-# The two references (float64, BF16-KV) disagree on a row by more than this only where the cache's
-# rounding flipped a discrete choice (measured: 0.53 on dsv3 decode row 70; every other row of the
-# BF16-KV reference is within 5e-3 of float64 or is a GLM DSA/routing row listed by the float64 test).
-TIE_REL = 0.1
 
 
 def bf16_round(x):
@@ -258,29 +251,14 @@ class EngineVsReference(unittest.TestCase):
         e = self.runs[v, run]
         return e["prefill_logits"], e["decode_logits"]
 
-    def references(self, v):
-        """(phase, BF16-KV reference, float64 reference) for prefill and decode."""
-        ref = self.ref[v]
-        return zip(("prefill", "decode"), self.bf16kv[v], (ref["prefill_logits"], ref["decode_logits"]))
-
-    def check_against_references(self, v, name, got, kv, f64, rtol, what):
-        """Every row within rtol of the BF16-KV reference, except knife-edge rows (the references
-        disagree by > TIE_REL), which must be within ISSUE_RTOL of the float64 reference."""
-        rel, rel64, ties = row_rel(got, kv), row_rel(got, f64), row_rel(kv, f64) > TIE_REL
-        agree = top1(got, kv) | (ties & top1(got, f64))
-        edge = ties & (rel > rtol)
-        print("%-8s %-7s %s vs BF16-KV reference: max rel %.2e over %d rows, top-1 %d/%d"
-              % (v, name, what, rel[~edge].max(), (~edge).sum(), agree.sum(), len(rel)))
-        for r in np.flatnonzero(edge):
-            print("    row %3d: knife-edge (references %.2e apart): vs BF16-KV %.2e, vs float64 %.2e"
-                  % (r, row_rel(kv, f64)[r], rel[r], rel64[r]))
-        self.assertTrue(np.all((rel <= rtol) | (ties & (rel64 <= ISSUE_RTOL))), (v, name, what))
-        self.assertTrue(agree.all(), (v, name, what))
-
     def test_bf16_path_equals_bf16_kv_reference(self):
         for v in VARIANTS:
-            for (name, kv, f64), got in zip(self.references(v), self.engine(v, "bf16")):
-                self.check_against_references(v, name, got, kv, f64, ENGINE_RTOL, "engine")
+            for name, got, want in zip(("prefill", "decode"), self.engine(v, "bf16"), self.bf16kv[v]):
+                rel = row_rel(got, want)
+                print("%-8s %-7s engine vs BF16-KV reference: max rel %.2e, top-1 %d/%d"
+                      % (v, name, rel.max(), top1(got, want).sum(), len(rel)))
+                self.assertLessEqual(rel.max(), ENGINE_RTOL, (v, name))
+                self.assertTrue(top1(got, want).all(), (v, name))
 
     def test_quantized_paths_equal_quantized_references(self):
         """FP8 KV pages, INT4 experts and FP8 weights, each against the reference fed the same rounding."""
@@ -317,14 +295,9 @@ class EngineVsReference(unittest.TestCase):
 
     def test_chunked_prefill_over_small_pages_equals_one_step(self):
         for v in VARIANTS:
-            for (name, kv, f64), chunked, whole in zip(self.references(v), self.engine(v, "chunked"),
-                                                      self.engine(v, "bf16")):
+            for name, chunked, whole in zip(("prefill", "decode"), self.engine(v, "chunked"), self.engine(v, "bf16")):
                 rel = row_rel(chunked, whole)
-                near = rel <= CHUNK_RTOL
-                print("%-8s %-7s chunked vs one step: max rel %.2e over %d of %d rows"
-                      % (v, name, rel[near].max(), near.sum(), len(rel)))
-                if not near.all():  # only on knife-edge rows, where it must match a reference
-                    self.check_against_references(v, name, chunked, kv, f64, ENGINE_RTOL, "chunked")
+                self.assertLessEqual(rel.max(), CHUNK_RTOL, (v, name))
 
     def test_report_fp8_kv_and_int4_deviation(self):
         print("\n%-8s %-12s %-7s %10s %10s %8s" % ("variant", "run", "phase", "mean KL", "max KL", "top-1"))
