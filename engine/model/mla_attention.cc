@@ -208,10 +208,8 @@ Status MlaAttention::Forward(const float* h, int64_t tokens, std::span<const Att
   // thread's consecutive heads of one segment share each pass over the context rows. Both give
   // the same bits: every block partial and every fold is computed the same way in either.
   int64_t split_floats = 0;  // the split's block partials: [num_new, blocks, H, PartialSize()] per segment
-  for (size_t s : absorbed) {
-    const int64_t ctx = segs[s].context(), block_rows = BlockRows(ctx);
-    split_floats += segs[s].num_new * ((ctx + block_rows - 1) / block_rows) * heads * PartialSize();
-  }
+  for (size_t s : absorbed)
+    split_floats += segs[s].num_new * Blocks(segs[s].context()) * heads * PartialSize();
   if (!absorbed.empty() && static_cast<int64_t>(absorbed.size()) < pool->num_threads() &&
       split_floats <= kMaxSplitFloats) {
     RETURN_IF_ERROR(
@@ -308,6 +306,8 @@ int64_t MlaAttention::BlockRows(int64_t ctx) {
   return (rows + kBlockRowMultiple - 1) / kBlockRowMultiple * kBlockRowMultiple;
 }
 
+int64_t MlaAttention::Blocks(int64_t ctx) { return (ctx + BlockRows(ctx) - 1) / BlockRows(ctx); }
+
 void MlaAttention::BlockPartials(const AttnSegment& seg, std::span<const uint16_t* const> pages,
                                  int64_t page_tokens, const KeyMask& mask, int64_t i, int64_t first,
                                  int64_t block_rows, const float* q_cat, int64_t nh, std::vector<float>* s,
@@ -323,9 +323,9 @@ void MlaAttention::BlockPartials(const AttnSegment& seg, std::span<const uint16_
     ph[lora + 1] = 0.0f;
   }
   if (n <= 0) return;
-  // Scores of every head, page by page: each row is read once for all nh heads.
+  // Scores of every head, then their weighted sums, over the block's rows page by page ([p0, p1)
+  // within one page; a block may start or end mid-page): each row is read for all nh heads at once.
   s->resize(nh * block_rows);
-  // The block's rows page by page ([p0, p1) within one page; a block may start or end mid-page).
   auto each_run = [&](auto fn) {
     for (int64_t p0 = first, p1; p0 < end; p0 = p1) {
       p1 = std::min(end, (p0 / page_tokens + 1) * page_tokens);
@@ -350,6 +350,8 @@ void MlaAttention::BlockPartials(const AttnSegment& seg, std::span<const uint16_
       for (int64_t r = 0; r < n; ++r) sh[r] -= m;  // masked rows stay -inf: their weight is 0
       ExpF32(sh, sh, n);
       for (int64_t r = 0; r < n; ++r) l += sh[r];
+    } else {
+      std::fill(sh, sh + n, 0.0f);  // every row masked: no weight, and the sums below skip them
     }
     part[h * psize + lora] = m;
     part[h * psize + lora + 1] = l;
@@ -444,30 +446,29 @@ Status MlaAttention::AbsorbedSplit(std::span<const AttnSegment> segs, std::span<
   // 4.2 MB for Kimi K2.x at batch 1), so no layer allocates, zero-fills or page-faults them anew.
   // Every partial the folds read is written first (an empty block writes l = 0).
   thread_local std::vector<float> q_cat_held, parts_held;
-  std::vector<float*> q_cat(absorbed.size()), parts(absorbed.size());
+  std::vector<float*> q_cat(absorbed.size()), parts(absorbed.size());  // set once the buffers are sized
+  std::vector<int64_t> q_cat_at(absorbed.size()), parts_at(absorbed.size());
   std::vector<int64_t> block_rows(absorbed.size()), blocks(absorbed.size());
   std::vector<std::array<int64_t, 3>> query_heads, query_blocks;  // (segment, token, head / block)
   int64_t q_cat_floats = 0, part_floats = 0;
   for (size_t a = 0; a < absorbed.size(); ++a) {
     const AttnSegment& seg = segs[absorbed[a]];
     block_rows[a] = BlockRows(seg.context());
-    blocks[a] = (seg.context() + block_rows[a] - 1) / block_rows[a];
-    q_cat_floats += seg.num_new * heads * width;
-    part_floats += seg.num_new * blocks[a] * heads * psize;
-  }
-  if (static_cast<int64_t>(q_cat_held.size()) < q_cat_floats) q_cat_held.resize(q_cat_floats);
-  if (static_cast<int64_t>(parts_held.size()) < part_floats) parts_held.resize(part_floats);
-  q_cat_floats = part_floats = 0;
-  for (size_t a = 0; a < absorbed.size(); ++a) {
-    const AttnSegment& seg = segs[absorbed[a]];
-    q_cat[a] = q_cat_held.data() + q_cat_floats;
-    parts[a] = parts_held.data() + part_floats;
+    blocks[a] = Blocks(seg.context());
+    q_cat_at[a] = q_cat_floats;
+    parts_at[a] = part_floats;
     q_cat_floats += seg.num_new * heads * width;
     part_floats += seg.num_new * blocks[a] * heads * psize;
     for (int64_t i = 0; i < seg.num_new; ++i) {
       for (int64_t h = 0; h < heads; ++h) query_heads.push_back({static_cast<int64_t>(a), i, h});
       for (int64_t b = 0; b < blocks[a]; ++b) query_blocks.push_back({static_cast<int64_t>(a), i, b});
     }
+  }
+  if (static_cast<int64_t>(q_cat_held.size()) < q_cat_floats) q_cat_held.resize(q_cat_floats);
+  if (static_cast<int64_t>(parts_held.size()) < part_floats) parts_held.resize(part_floats);
+  for (size_t a = 0; a < absorbed.size(); ++a) {
+    q_cat[a] = q_cat_held.data() + q_cat_at[a];
+    parts[a] = parts_held.data() + parts_at[a];
   }
   // 1. q_cat of every head, heads split over the threads.
   pool->ParallelFor(static_cast<int64_t>(query_heads.size()), 1, [&](int64_t begin, int64_t end, int) {

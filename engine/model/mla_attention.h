@@ -67,6 +67,7 @@ class MlaAttention {
   static constexpr int64_t kMaxSplitFloats = int64_t{8} << 20;
   static constexpr int64_t kBlockRowMultiple = 16;
   static int64_t BlockRows(int64_t ctx);
+  static int64_t Blocks(int64_t ctx);  // blocks of BlockRows(ctx) rows covering ctx
   int64_t PartialSize() const { return config_->kv_lora_rank + 2; }
   // Per-thread buffers of the absorbed form, reused across calls.
   struct AbsorbedScratch {
