@@ -243,68 +243,30 @@ TEST(VecOpsTest, ExpF32IsWithinTwoUlpAndTheSameAtEveryPosition) {
   }
 }
 
-TEST(VecOpsTest, Fp8RowToF32IsTheDequantizedRow) {
-  // Every e4m3 code but the NaNs, in rows of several lengths (16-code steps and tails), over three
-  // 128-column blocks with scales that make some products fp32 subnormal or large: the bits of
-  // DequantizeFp8Block128Ref, row by row.
-  const int64_t cols = 300;
-  std::vector<uint8_t> codes(2 * cols);
-  for (size_t i = 0; i < codes.size(); ++i) {
-    uint8_t c = static_cast<uint8_t>(i * 7 + 3);
-    if ((c & 0x7f) == 0x7f) c ^= 1;  // e4m3 NaN is not a weight
-    codes[i] = c;
-  }
-  // Two one-row weights, three block scales each.
-  const std::vector<float> scales = {1.7e-3f, 3.1e-38f, 2.5e5f, 0.37f, 1.0f, 6.0e-39f};
-  std::vector<float> want(2 * cols);
-  for (int64_t r = 0; r < 2; ++r)
-    DequantizeFp8Block128Ref({codes.data() + r * cols, scales.data() + r * 3, 1, cols},
-                             want.data() + r * cols);
-  for (int64_t n : {int64_t{1}, int64_t{15}, int64_t{16}, int64_t{17}, int64_t{128}, int64_t{129}, cols}) {
-    for (int64_t r = 0; r < 2; ++r) {
-      std::vector<float> got(n);
-      Fp8RowToF32(codes.data() + r * cols, scales.data() + r * 3, n, got.data());
-      for (int64_t i = 0; i < n; ++i) {
-        ASSERT_EQ(std::memcmp(&got[i], &want[r * cols + i], sizeof(float)), 0)
-            << "n " << n << " row " << r << " col " << i << ": " << got[i] << " vs " << want[r * cols + i];
-      }
-    }
-  }
-}
-
-TEST(VecOpsTest, ExpF32Fp8RowAndWeightedRowSumsGiveTheSameBitsInEveryVariant) {
-  // The contract of ExpF32, Fp8RowToF32 and WeightedRowSumsBf16: the same operations in every
+TEST(VecOpsTest, ExpF32AndWeightedRowSumsGiveTheSameBitsInEveryVariant) {
+  // The contract of ExpF32 and WeightedRowSumsBf16: the same operations in every
   // variant, so the AVX2 and AVX-512 bits must equal the portable loop's (where the host has them;
   // a narrower host runs the portable loop three times).
   std::vector<float> x;
   for (double v = -95.0; v <= 95.0; v += 0.0173) x.push_back(static_cast<float>(v));
   for (float v : {-87.33654f, -87.3365f, 88.7f, 1e-30f, -0.0f}) x.push_back(v);
-  std::vector<uint8_t> codes(515);
-  for (size_t i = 0; i < codes.size(); ++i) {
-    codes[i] = static_cast<uint8_t>(i * 37 + 11);
-    if ((codes[i] & 0x7f) == 0x7f) codes[i] ^= 1;  // e4m3 NaN is not a weight
-  }
-  const std::vector<float> scales = {3.5e-3f, 1.25f, 7.0e-39f, 2.0e3f, 0.5f};
   const int64_t n = 45, stride = 300, dim = 291, nw = 5;
   std::vector<uint16_t> rows(n * stride);
   std::vector<float> w(nw * n);
   for (size_t i = 0; i < rows.size(); ++i)
     rows[i] = FloatToBf16(std::sin(static_cast<float>(i) * 0.71f) * 4.0f);
   for (size_t i = 0; i < w.size(); ++i) w[i] = i % 7 == 2 ? 0.0f : std::cos(static_cast<float>(i) * 0.43f);
-  std::vector<float> exp_ref, fp8_ref, sums_ref;
+  std::vector<float> exp_ref, sums_ref;
   ForEachVecIsa([&](VecIsa isa) {
-    std::vector<float> e(x.size()), f(codes.size()), sums(nw * dim, 0.0f);
+    std::vector<float> e(x.size()), sums(nw * dim, 0.0f);
     ExpF32(x.data(), e.data(), static_cast<int64_t>(x.size()));
-    Fp8RowToF32(codes.data(), scales.data(), static_cast<int64_t>(codes.size()), f.data());
     WeightedRowSumsBf16(w.data(), nw, n, rows.data(), n, stride, dim, sums.data(), dim);
     if (isa == VecIsa::kPortable) {
-      exp_ref = e, fp8_ref = f, sums_ref = sums;
+      exp_ref = e, sums_ref = sums;
       return;
     }
     const int v = static_cast<int>(isa);
     ASSERT_EQ(std::memcmp(e.data(), exp_ref.data(), e.size() * sizeof(float)), 0) << "ExpF32, variant " << v;
-    ASSERT_EQ(std::memcmp(f.data(), fp8_ref.data(), f.size() * sizeof(float)), 0)
-        << "Fp8RowToF32, variant " << v;
     ASSERT_EQ(std::memcmp(sums.data(), sums_ref.data(), sums.size() * sizeof(float)), 0)
         << "WeightedRowSumsBf16, variant " << v;
   });

@@ -6,7 +6,6 @@
 #include <limits>
 
 #include "engine/formats/float_codecs.h"
-#include "engine/formats/weights.h"
 #include "engine/kernels/cpu/matmul_batch.h"
 #include "engine/model/dsa_indexer.h"
 #include "engine/model/vec_ops.h"
@@ -286,19 +285,13 @@ void MlaAttention::QueryLatent(const float* qh, int64_t h, float* qc) const {
     row.resize(lora);
     for (int64_t r = 0; r < nope; ++r) {
       if (qh[r] == 0.0f) continue;
-      AddScaledF32(qh[r], Fp8Row(uk + r, row.data()), qc, lora);
+      kernels::cpu::DecodeWeightRow(*kv_b_fp8_, uk + r, row.data());
+      AddScaledF32(qh[r], row.data(), qc, lora);
     }
   } else {
     WeightedRowSum(qh, kv_b_.data() + uk * lora, nope, lora, lora, qc);
   }
   std::copy_n(qh + nope, c.qk_rope_head_dim, qc + lora);
-}
-
-const float* MlaAttention::Fp8Row(int64_t r, float* row) const {
-  const kernels::cpu::PackedWeight& w = *kv_b_fp8_;
-  Fp8RowToF32(w.fp8() + r * w.cols(), w.scale() + (r / kFp8BlockSize) * Fp8ScaleCols(w.cols()), w.cols(),
-              row);
-  return row;
 }
 
 int64_t MlaAttention::BlockRows(int64_t ctx) {
@@ -396,7 +389,10 @@ void MlaAttention::HeadFromState(const float* state, int64_t h, std::vector<floa
   } else if (kv_b_fp8_ != nullptr) {
     thread_local std::vector<float> row;
     row.resize(lora);
-    for (int64_t d = 0; d < vdim; ++d) o[d] = DotF32(o_lat->data(), Fp8Row(uv + d, row.data()), lora);
+    for (int64_t d = 0; d < vdim; ++d) {
+      kernels::cpu::DecodeWeightRow(*kv_b_fp8_, uv + d, row.data());
+      o[d] = DotF32(o_lat->data(), row.data(), lora);
+    }
   } else {
     for (int64_t d = 0; d < vdim; ++d) o[d] = DotF32(o_lat->data(), kv_b_.data() + (uv + d) * lora, lora);
   }

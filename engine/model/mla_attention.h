@@ -108,12 +108,10 @@ class MlaAttention {
   const LayerWeights* weights_;
   int64_t layer_;
   const Rope* rope_;
-  // Row r of an fp8 kv_b_proj decoded to fp32 into row [kv_lora] (the bits of a dequantized copy).
-  const float* Fp8Row(int64_t r, float* row) const;
-
-  // kv_b_proj [H * (nope + v), kv_lora] (W_UK and W_UV rows): in place when it is bf16 or fp8, else
-  // (int4) decoded to fp32 once. An fp32 copy would be 4x an fp8 weight's bytes, read at every
-  // decode step: 2 GB more memory for Kimi K2.x's 61 layers.
+  // kv_b_proj [H * (nope + v), kv_lora] (W_UK and W_UV rows): in place when it is bf16 or fp8 (fp8
+  // rows through DecodeWeightRow: the bits of a dequantized copy), else (int4) decoded to fp32
+  // once. An fp32 copy would be 4x an fp8 weight's bytes, read at every decode step: 2 GB more
+  // memory for Kimi K2.x's 61 layers.
   const uint16_t* kv_b_bf16_ = nullptr;
   const kernels::cpu::PackedWeight* kv_b_fp8_ = nullptr;
   std::vector<float> kv_b_;

@@ -9,7 +9,6 @@
 #include "engine/core/cpu_features.h"
 #include "engine/core/immintrin.h"
 #include "engine/formats/float_codecs.h"
-#include "engine/formats/weights.h"
 
 namespace tandem::engine::model {
 namespace {
@@ -191,22 +190,6 @@ __attribute__((target("avx2"))) void Bf16ToF32Avx2(const uint16_t* in, float* ou
   for (; i < n; ++i) out[i] = Bf16ToFloat(in[i]);
 }
 
-// 16 e4m3 codes to fp32 through fp16, as the AVX-512 fp8 GEMV decodes them: the code as fp16 is
-// value · 2^-8 (exact, subnormals included), and (value · 2^-8) · (scale · 2^8) rounds like
-// value · scale.
-__attribute__((target("avx512f,avx2"))) void Fp8RowToF32Avx512(const uint8_t* in, const float* scales,
-                                                               int64_t n, float* out) {
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    const __m128i codes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i));
-    const __m256i half = _mm256_and_si256(_mm256_slli_epi16(_mm256_cvtepi8_epi16(codes), 7),
-                                          _mm256_set1_epi16(static_cast<int16_t>(0xbfff)));
-    const __m512 scale = _mm512_set1_ps(scales[i / kFp8BlockSize] * 256.0f);
-    _mm512_storeu_ps(out + i, _mm512_mul_ps(_mm512_cvtph_ps(half), scale));
-  }
-  for (; i < n; ++i) out[i] = Fp8E4M3ToFloat(in[i]) * scales[i / kFp8BlockSize];
-}
-
 // One bf16 row chunk of 16 widened to fp32 (exact).
 __attribute__((target("avx512f,avx512bw,avx512vl"))) inline __m512 Bf16x16(const uint16_t* p, __mmask16 m) {
   return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p)), 16));
@@ -341,20 +324,6 @@ __attribute__((target("avx2"))) void ExpF32Avx2(const float* x, float* y, int64_
   }
 }
 
-// Fp8RowToF32Avx512's decode on 8 codes with F16C.
-__attribute__((target("avx2,f16c"))) void Fp8RowToF32Avx2(const uint8_t* in, const float* scales, int64_t n,
-                                                          float* out) {
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    const __m128i codes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(in + i));
-    const __m128i half = _mm_and_si128(_mm_slli_epi16(_mm_cvtepi8_epi16(codes), 7),
-                                       _mm_set1_epi16(static_cast<int16_t>(0xbfff)));
-    const __m256 scale = _mm256_set1_ps(scales[i / kFp8BlockSize] * 256.0f);
-    _mm256_storeu_ps(out + i, _mm256_mul_ps(_mm256_cvtph_ps(half), scale));
-  }
-  for (; i < n; ++i) out[i] = Fp8E4M3ToFloat(in[i]) * scales[i / kFp8BlockSize];
-}
-
 // WeightedRowSumsBf16Avx512 on 8 lanes: 4 vectors (32 values) of each of NW outputs per pass over
 // the rows, the rest of dim scalar; each output element is its own sum over the rows in order.
 template <int NW>
@@ -402,13 +371,11 @@ std::atomic<VecIsa> g_isa_limit{VecIsa::kAvx512};
 
 #if defined(__x86_64__)
 const bool kHostAvx2 = HostCpuFeatures().avx2;
-const bool kHostF16c = HostCpuFeatures().avx2 && HostCpuFeatures().f16c;
 const bool kHostAvx2Fma = HostCpuFeatures().avx2 && HostCpuFeatures().fma;
 const bool kHostAvx512 = HostCpuFeatures().avx512f;
 const bool kHostAvx512Bw = HostCpuFeatures().avx512f && HostCpuFeatures().avx512bw;
 bool Allow(VecIsa isa) { return g_isa_limit.load(std::memory_order_relaxed) >= isa; }
 bool UseAvx2() { return kHostAvx2 && Allow(VecIsa::kAvx2); }
-bool UseF16c() { return kHostF16c && Allow(VecIsa::kAvx2); }
 bool UseAvx2Fma() { return kHostAvx2Fma && Allow(VecIsa::kAvx2); }
 bool UseAvx512() { return kHostAvx512 && Allow(VecIsa::kAvx512); }
 bool UseAvx512Bw() { return kHostAvx512Bw && Allow(VecIsa::kAvx512); }
@@ -523,21 +490,6 @@ void ExpF32(const float* x, float* y, int64_t n) {
   }
 #endif
   for (int64_t i = 0; i < n; ++i) y[i] = ExpScalar(x[i]);
-}
-
-void Fp8RowToF32(const uint8_t* in, const float* scales, int64_t n, float* out) {
-  static_assert(kFp8BlockSize % 16 == 0, "a 16-code step never straddles a scale block");
-#if defined(__x86_64__)
-  if (UseAvx512()) {
-    Fp8RowToF32Avx512(in, scales, n, out);
-    return;
-  }
-  if (UseF16c()) {
-    Fp8RowToF32Avx2(in, scales, n, out);
-    return;
-  }
-#endif
-  for (int64_t i = 0; i < n; ++i) out[i] = Fp8E4M3ToFloat(in[i]) * scales[i / kFp8BlockSize];
 }
 
 void WeightedRowSumsBf16(const float* w, int64_t nw, int64_t w_stride, const uint16_t* rows, int64_t n,

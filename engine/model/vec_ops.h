@@ -50,11 +50,6 @@ void Bf16ToF32(const uint16_t* in, float* out, int64_t n);
 // (never an fp32 subnormal), finite up to 88.7 (larger inputs give e^88.7), NaN for NaN.
 void ExpF32(const float* x, float* y, int64_t n);
 
-// out[i] = Fp8E4M3ToFloat(in[i]) · scales[i / kFp8BlockSize] for i < n, rounded once to fp32: one
-// row of a block-scaled FP8 weight (scales: the row's block scales, one per 128 columns), the bits
-// of DequantizeFp8Block128Ref's.
-void Fp8RowToF32(const uint8_t* in, const float* scales, int64_t n, float* out);
-
 // y[i] += a * x[i] for i < n, in fp32 (multiply, then add): the same values as the scalar loop.
 void AddScaledF32(float a, const float* x, float* y, int64_t n);
 

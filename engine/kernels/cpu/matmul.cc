@@ -250,6 +250,16 @@ void RunGemvBatch(std::span<const MatmulTask* const> tasks, Isa isa, ThreadPool*
 
 }  // namespace
 
+void DecodeWeightRow(const PackedWeight& w, int64_t n, float* out, const MatmulOptions& options) {
+#if defined(TANDEM_HAVE_AVX2_KERNELS)
+  if (PickIsa(options) != Isa::kPortable) {
+    avx2::DecodeRowChunk(w, n, 0, w.cols(), out);
+    return;
+  }
+#endif
+  DecodeRow(w, n, out);
+}
+
 const char* MatmulIsa(const MatmulOptions& options) {
   switch (PickIsa(options)) {
     case Isa::kAvx512: return "avx512";

@@ -84,6 +84,11 @@ void MatmulRef(const Bf16WeightView& w, const float* x, int64_t m, float* y);
 void MatmulRef(const Fp8BlockWeightView& w, const float* x, int64_t m, float* y);
 void MatmulRef(const Int4GroupWeightView& w, const float* x, int64_t m, float* y);
 
+// Row n of w as fp32 (out: [w.cols()]): each checkpoint value times its scale, rounded once, the bits
+// of the Dequantize*Ref oracles. SIMD (AVX2 + F16C) unless the portable path is forced or the host
+// lacks it. For code that reads a few rows of a weight itself (MLA's W_UK / W_UV rows).
+void DecodeWeightRow(const PackedWeight& w, int64_t n, float* out, const MatmulOptions& options = {});
+
 // Which implementation Matmul's decode (GEMV) path would use on this machine: "avx512", "avx2" or
 // "portable". The GEMM path (m > gemv_max_batch) is AVX2 whenever this is not "portable".
 const char* MatmulIsa(const MatmulOptions& options = {});

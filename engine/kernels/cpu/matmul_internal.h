@@ -83,6 +83,9 @@ void GemvInt4(const PackedWeight& w, const QuantizedActivations& xq, float* y, i
 // Activations for GEMM, in tiles of 6 rows: packed[t*K + k*6 + r] = x[t + r][k] (zero past m).
 // packed holds ceil(m/6)*6*K floats.
 void PackActivations(const float* x, int64_t m, int64_t k_total, float* packed);
+// Row n's weights [k0, k0 + kc) decoded to fp32 with SIMD: the GEMM's panels and DecodeWeightRow.
+// REQUIRES: k0 a multiple of 128.
+void DecodeRowChunk(const PackedWeight& w, int64_t n, int64_t k0, int64_t kc, float* out);
 // GEMM for rows [n0, n1) of W (n0 a multiple of kGemmRowGrain), all m packed activations.
 void GemmRows(const PackedWeight& w, const float* packed_x, int64_t m, float* y, int64_t n0, int64_t n1);
 constexpr int64_t kGemmTileM = 6;

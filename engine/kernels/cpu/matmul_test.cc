@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -281,6 +282,44 @@ TEST(MatmulTest, Fp8EveryCodeDecodesExactly) {
       for (int64_t r = 0; r < n; ++r) {
         ASSERT_EQ(got[static_cast<size_t>(r)], Fp8E4M3ToFloat(codes[static_cast<size_t>(r * k)]))
             << "code " << r << " column " << hot << " path " << path.name;
+      }
+    }
+  }
+}
+
+TEST(MatmulTest, DecodeWeightRowIsTheDequantizedRow) {
+  // Every format, on the portable path and the SIMD one, for rows whose length ends mid-step and
+  // mid-scale-block: the bits of the Dequantize*Ref oracles. The FP8 weight holds every e4m3 code
+  // but the NaNs, with block scales that make some products fp32 subnormal or large.
+  const int64_t n = 130, k = 300;
+  for (WeightFormat f : {WeightFormat::kBf16, WeightFormat::kFp8Block128, WeightFormat::kInt4Group32}) {
+    TestWeight t(f, n, k, 17);
+    if (f == WeightFormat::kFp8Block128) {
+      for (size_t i = 0; i < t.fp8.size(); ++i) {
+        t.fp8[i] = static_cast<uint8_t>(i * 7 + 3);
+        if ((t.fp8[i] & 0x7f) == 0x7f) t.fp8[i] ^= 1;
+      }
+      t.fp8_scale = {1.7e-3f, 3.1e-38f, 2.5e5f, 0.37f, 1.0f, 6.0e-39f};  // [2, 3] blocks
+    }
+    const PackedWeight packed = *t.Pack();
+    std::vector<float> want(static_cast<size_t>(n * k));
+    switch (f) {
+      case WeightFormat::kBf16: DequantizeBf16Ref({t.bf16.data(), n, k}, want.data()); break;
+      case WeightFormat::kFp8Block128:
+        DequantizeFp8Block128Ref({t.fp8.data(), t.fp8_scale.data(), n, k}, want.data());
+        break;
+      case WeightFormat::kInt4Group32:
+        DequantizeInt4Group32Ref({t.packed.data(), t.int4_scale.data(), n, k}, want.data());
+        break;
+    }
+    MatmulOptions portable;
+    portable.force_portable = true;
+    for (const MatmulOptions& options : {portable, MatmulOptions{}}) {
+      for (int64_t r : {int64_t{0}, int64_t{1}, int64_t{127}, int64_t{128}, n - 1}) {
+        std::vector<float> got(static_cast<size_t>(k), std::nanf(""));
+        DecodeWeightRow(packed, r, got.data(), options);
+        ASSERT_EQ(std::memcmp(got.data(), want.data() + r * k, sizeof(float) * k), 0)
+            << WeightFormatName(f) << " row " << r << (options.force_portable ? " portable" : " simd");
       }
     }
   }

@@ -13,14 +13,7 @@
 #include "engine/kernels/cpu/matmul_internal.h"
 
 namespace tandem::engine::kernels::cpu::avx2 {
-namespace {
 
-constexpr int64_t kPanelRows = 16;      // N per panel: two ymm of fp32
-constexpr int64_t kPanelK = 256;        // K per panel: 16 KiB of fp32, L1-resident
-constexpr int kTileM = 6;               // activation rows per register tile (12 accumulators)
-constexpr int64_t kPanelsPerBlock = 4;  // 64 weight rows dequantized per K step (64 KiB, L2)
-
-// One row's weights [k0, k0 + kc) decoded to fp32 with SIMD. REQUIRES: k0 a multiple of 128.
 void DecodeRowChunk(const PackedWeight& w, int64_t n, int64_t k0, int64_t kc, float* out) {
   const int64_t k_total = w.cols();
   int64_t k = 0;
@@ -69,6 +62,13 @@ void DecodeRowChunk(const PackedWeight& w, int64_t n, int64_t k0, int64_t kc, fl
     }
   }
 }
+
+namespace {
+
+constexpr int64_t kPanelRows = 16;      // N per panel: two ymm of fp32
+constexpr int64_t kPanelK = 256;        // K per panel: 16 KiB of fp32, L1-resident
+constexpr int kTileM = 6;               // activation rows per register tile (12 accumulators)
+constexpr int64_t kPanelsPerBlock = 4;  // 64 weight rows dequantized per K step (64 KiB, L2)
 
 // panel[k][j] = W[n0 + j][k0 + k] as fp32 for j < rows (zero beyond).
 void DequantizePanel(const PackedWeight& w, int64_t n0, int64_t rows, int64_t k0, int64_t kc, float* panel) {
