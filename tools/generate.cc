@@ -14,13 +14,10 @@
 #include <thread>
 #include <vector>
 
-#include "engine/core/thread_pool.h"
-#include "engine/kv/page_pool.h"
-#include "engine/model/forward.h"
-#include "engine/model/model_dir.h"
-#include "engine/runtime/engine.h"
-#include "engine/runtime/model_runner_executor.h"
+#include "engine/model/model_config.h"
+#include "engine/runtime/serving_engine.h"
 #include "engine/text/chat_template.h"
+#include "engine/text/tokenizer.h"
 #include "tools/commands.h"
 
 namespace tandem::tools {
@@ -29,7 +26,6 @@ namespace {
 namespace model = engine::model;
 namespace runtime = engine::runtime;
 namespace text = engine::text;
-namespace kv = engine::kv;
 using engine::KvCacheDtype;
 
 constexpr char kUsage[] =
@@ -91,14 +87,14 @@ bool ParseArgs(const std::vector<std::string>& args, GenerateArgs* out) {
   return !out->model_dir.empty() && out->have_prompt;
 }
 
-StatusOr<std::vector<int32_t>> PromptTokens(const GenerateArgs& args, const model::ModelTokens& tokens) {
+StatusOr<std::vector<int32_t>> PromptTokens(const GenerateArgs& args, const runtime::ServingEngine& serving) {
   std::string prompt = args.prompt;
   if (args.chat) {
     text::ChatRequest chat;
     chat.messages.push_back({.role = text::ChatRole::kUser, .content = args.prompt});
-    ASSIGN_OR_RETURN(prompt, text::RenderChat(tokens.chat_family, chat));
+    ASSIGN_OR_RETURN(prompt, text::RenderChat(serving.chat_family(), chat));
   }
-  std::vector<int32_t> ids = tokens.tokenizer->Encode(prompt);
+  std::vector<int32_t> ids = serving.tokenizer()->Encode(prompt);
   if (ids.empty()) return Status::InvalidArgument("the prompt is empty");
   return ids;
 }
@@ -129,12 +125,15 @@ StatusOr<runtime::RequestOutput> Run(runtime::Engine& engine, const runtime::Req
 }
 
 Status Generate(const GenerateArgs& args) {
-  model::LoadOptions load;
-  load.threads = args.threads;
-  ASSIGN_OR_RETURN(std::unique_ptr<model::ModelDir> dir, model::LoadModelDir(args.model_dir, load));
-  const model::ModelConfig& c = dir->weights.config;
+  runtime::ServingConfig sc;
+  sc.model_dir = args.model_dir;
+  sc.kv_dtype = args.kv;
+  sc.page_tokens = kPageTokens;
+  sc.threads = args.threads;
+  ASSIGN_OR_RETURN(std::unique_ptr<runtime::ServingEngine> serving, runtime::ServingEngine::Open(sc));
+  const model::ModelConfig& c = serving->model_config();
   runtime::Request request;
-  ASSIGN_OR_RETURN(request.prompt, PromptTokens(args, dir->tokens));
+  ASSIGN_OR_RETURN(request.prompt, PromptTokens(args, *serving));
   request.params = args.params;
   const int64_t context = static_cast<int64_t>(request.prompt.size()) + args.params.max_tokens;
   if (context > c.max_position_embeddings) {
@@ -143,33 +142,11 @@ Status Generate(const GenerateArgs& args) {
                                    ") exceed the model's context of " +
                                    std::to_string(c.max_position_embeddings));
   }
-
-  kv::PagePoolConfig pc;
-  pc.shape = {static_cast<size_t>(c.num_hidden_layers), static_cast<size_t>(c.kv_lora_rank),
-              static_cast<size_t>(c.qk_rope_head_dim)};
-  pc.dtype = args.kv;
-  pc.page_tokens = kPageTokens;
-  pc.budget_bytes = size_t{1} << 30;
-  ASSIGN_OR_RETURN(kv::PoolGeometry geometry, kv::ComputePoolGeometry(pc));
-  pc.budget_bytes = (static_cast<size_t>(context) / kPageTokens + 2) * geometry.page_bytes;
-  ASSIGN_OR_RETURN(std::unique_ptr<kv::PagePool> pool, kv::PagePool::Create(pc));
-  const int threads = args.threads > 0
-                          ? args.threads
-                          : static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 16u));
-  engine::ThreadPool workers(threads);
-  ASSIGN_OR_RETURN(std::unique_ptr<model::ModelRunner> runner,
-                   model::ModelRunner::Create(dir->weights, &workers, pool.get()));
-  runtime::ModelRunnerExecutor executor(runner.get(), pool.get());
-  runtime::EngineConfig config;
-  config.executor = &executor;
-  config.role = runtime::EngineRole::kUnified;
-  config.tokenizer = dir->tokens.tokenizer.get();
-  config.eos_token_ids = dir->tokens.eos_token_ids;
-  ASSIGN_OR_RETURN(std::unique_ptr<runtime::Engine> engine, runtime::Engine::Create(config));
-
+  runtime::Engine& engine = serving->engine();
+  const int threads = serving->threads();
   int64_t tokens = 0;
   double first_token_s = 0, total_s = 0;
-  ASSIGN_OR_RETURN(runtime::RequestOutput last, Run(*engine, request, &tokens, &first_token_s, &total_s));
+  ASSIGN_OR_RETURN(runtime::RequestOutput last, Run(engine, request, &tokens, &first_token_s, &total_s));
   std::printf("\n");
   std::fflush(stdout);  // the text's line ends before the report on stderr
   const double decode_s = total_s - first_token_s;

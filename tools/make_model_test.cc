@@ -14,10 +14,9 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
-#include "engine/core/thread_pool.h"
-#include "engine/kv/page_pool.h"
 #include "engine/model/forward.h"
 #include "engine/model/model_dir.h"
+#include "engine/runtime/serving_engine.h"
 #include "engine/text/chat_template.h"
 #include "tools/commands.h"
 
@@ -35,30 +34,25 @@ std::string ReadFile(const fs::path& path) {
   return s.str();
 }
 
-// Runs `ids` through a ModelRunner on the loaded weights (one prefill step); the last token's
-// logits must be finite.
+// Runs `ids` through the model directory opened by the serving front door (one prefill step);
+// the last token's logits must be finite.
 void ForwardOnce(const model::ModelDir& m, const std::vector<int32_t>& ids) {
-  const model::ModelConfig& c = m.weights.config;
-  engine::ThreadPool pool(2);
-  engine::kv::PagePoolConfig pc;
-  pc.shape = {static_cast<size_t>(c.num_hidden_layers), static_cast<size_t>(c.kv_lora_rank),
-              static_cast<size_t>(c.qk_rope_head_dim)};
-  pc.page_tokens = 16;
-  const size_t pages = (ids.size() + pc.page_tokens - 1) / pc.page_tokens;
-  pc.budget_bytes = 1 << 30;
-  pc.budget_bytes = pages * engine::kv::ComputePoolGeometry(pc).value().page_bytes;
-  auto kv = engine::kv::PagePool::Create(pc);
-  ASSERT_TRUE(kv.ok()) << kv.status().ToString();
-  auto runner = model::ModelRunner::Create(m.weights, &pool, kv->get());
-  ASSERT_TRUE(runner.ok()) << runner.status().ToString();
+  engine::runtime::ServingConfig sc;
+  sc.model_dir = m.path;
+  sc.kv_tokens = ids.size();
+  sc.threads = 2;
+  auto serving = engine::runtime::ServingEngine::Open(sc);
+  ASSERT_TRUE(serving.ok()) << serving.status().ToString();
+  model::ModelRunner& runner = (*serving)->runner();
+  const size_t pages = (*serving)->kv_pool().num_pages();
   model::KvSequence seq;
   for (size_t p = 0; p < pages; ++p) seq.pages.push_back(static_cast<engine::kv::PageId>(p));
   const model::StepInput input{&seq, ids};
   model::ForwardOptions options;
   options.all_logits = false;
   std::vector<float> logits;
-  ASSERT_TRUE((*runner)->Forward({&input, 1}, options, &logits).ok());
-  ASSERT_EQ(logits.size(), static_cast<size_t>(c.vocab_size));
+  ASSERT_TRUE(runner.Forward({&input, 1}, options, &logits).ok());
+  ASSERT_EQ(logits.size(), static_cast<size_t>(m.weights.config.vocab_size));
   for (float x : logits) ASSERT_TRUE(std::isfinite(x));
   EXPECT_EQ(seq.num_tokens, static_cast<int64_t>(ids.size()));
 }

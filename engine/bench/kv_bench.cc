@@ -1,9 +1,10 @@
 // KV cache benchmarks (Google Benchmark), numbers in docs/kv-cache.md:
 //   - VerifyBatch cost per decode step: batch of B requests x T-token contexts in 64-token pages
-//     (the case: 64 x 8K = 8,192 manifest entries), TagTracker vs NoopTracker; reports
-//     ns per page checked;
-//   - the page pool capacity table (tokens held, BF16 vs FP8, 1/4/16 GiB, Kimi K2.6 61 layers and
-//     a scaled 4-layer benchmark shape), printed before the benchmarks run.
+//     (the case: 64 x 8K = 8,192 pages), each request's real page list (what attention
+//     reads) checked against its manifest, TagTracker vs NoopTracker; reports ns per page checked;
+//   - the page pool capacity table (tokens held, BF16 vs FP8, 1/4/16 GiB, Kimi K2.6 61 layers, a
+//     scaled 4-layer benchmark shape and GLM 5.2 with its DSA indexer keys), printed before the
+//     benchmarks run.
 //
 //   build/engine/kv_bench [--benchmark_filter=verify] [--benchmark_min_time=0.5]
 #include <cstdio>
@@ -34,7 +35,7 @@ struct VerifySetup {
     }
     alloc = std::make_unique<PageAllocator>(num_pages, tracker.get());
     // Interleave allocations so a request's pages are scattered over the table, as after churn.
-    std::vector<std::vector<PageId>> pages(batch);
+    pages.resize(batch);
     for (size_t i = 0; i < pages_per_request; ++i) {
       for (size_t r = 0; r < batch; ++r) {
         std::vector<PageRef> one;
@@ -45,12 +46,13 @@ struct VerifySetup {
     }
     for (size_t r = 0; r < batch; ++r) {
       tracker->MapPages(r + 1, 0, pages[r]);
-      requests.push_back(r + 1);
+      requests.push_back({r + 1, pages[r]});
     }
   }
   std::unique_ptr<IntegrityTracker> tracker;
   std::unique_ptr<PageAllocator> alloc;
-  std::vector<RequestId> requests;
+  std::vector<std::vector<PageId>> pages;  // each request's page list, as the kernels read it
+  std::vector<RequestPages> requests;
 };
 
 void BM_VerifyBatch(benchmark::State& state) {
@@ -102,18 +104,25 @@ void BM_DigestKv(benchmark::State& state) {
 BENCHMARK(BM_DigestKv)->Name("digest_8k_fp8")->Arg(61)->Unit(benchmark::kMillisecond);
 
 void PrintCapacityTable() {
-  std::printf("KV pool capacity (pages of %zu tokens, MLA latent 512+64):\n", kPageTokens);
+  std::printf("KV pool capacity (pages of %zu tokens, MLA latent 512+64, GLM: + 128 indexer keys):\n",
+              kPageTokens);
   std::printf("%-22s %6s %14s %14s %8s\n", "shape", "GiB", "bf16 tokens", "fp8 tokens", "ratio");
-  for (size_t layers : {size_t{61}, size_t{4}}) {
+  const struct {
+    const char* name;
+    size_t layers;
+    size_t index_head_dim;
+  } shapes[] = {
+      {"Kimi K2.6 (61 layers)", 61, 0}, {"bench (4 layers)", 4, 0}, {"GLM 5.2 (78 + DSA)", 78, 128}};
+  for (const auto& shape : shapes) {
     for (size_t gib : {1, 4, 16}) {
       PagePoolConfig c;
-      c.shape.num_layers = layers;
+      c.shape.num_layers = shape.layers;
+      c.shape.index_head_dim = shape.index_head_dim;
       c.budget_bytes = gib << 30;
       const size_t bf16 = ComputePoolGeometry(c)->capacity_tokens;
       c.dtype = KvCacheDtype::kFp8E4M3;
       const size_t fp8 = ComputePoolGeometry(c)->capacity_tokens;
-      std::printf("%-22s %6zu %14zu %14zu %8.4f\n",
-                  layers == 61 ? "Kimi K2.6 (61 layers)" : "bench (4 layers)", gib, bf16, fp8,
+      std::printf("%-22s %6zu %14zu %14zu %8.4f\n", shape.name, gib, bf16, fp8,
                   static_cast<double>(fp8) / static_cast<double>(bf16));
     }
   }

@@ -34,6 +34,7 @@
 #include "engine/model/forward.h"
 #include "engine/model/model_stats.h"
 #include "engine/model/presets.h"
+#include "engine/runtime/serving_engine.h"
 
 namespace tandem::engine::model {
 namespace {
@@ -124,36 +125,28 @@ void FillContext(kv::PagePool* kv, const ModelConfig& c, std::vector<KvSequence>
 }
 
 struct Setup {
-  std::unique_ptr<ThreadPool> pool;
-  std::unique_ptr<kv::PagePool> kv;
-  std::unique_ptr<ModelRunner> runner;
+  std::unique_ptr<runtime::ServingEngine> serving;  // the model's runner and KV pool
+  kv::PagePool* kv = nullptr;
+  ModelRunner* runner = nullptr;
   std::vector<KvSequence> seqs;
 };
 
+// `batch` sequences of room for `tokens` tokens each, pages handed out in order.
 Setup MakeSetup(const ModelWeights& m, KvCacheDtype dtype, int64_t batch, int64_t tokens, int threads) {
-  const ModelConfig& c = m.config;
+  const int64_t pages_per_seq = static_cast<int64_t>(
+      runtime::KvPagesForTokens(static_cast<size_t>(tokens), static_cast<size_t>(kPageTokens)));
+  runtime::ServingConfig sc;
+  sc.model_weights = &m;
+  sc.kv_dtype = dtype;
+  sc.page_tokens = static_cast<size_t>(kPageTokens);
+  sc.kv_tokens = static_cast<size_t>(batch * pages_per_seq * kPageTokens);
+  sc.threads = threads;
+  StatusOr<std::unique_ptr<runtime::ServingEngine>> serving = runtime::ServingEngine::Open(sc);
+  TANDEM_CHECK(serving.ok());
   Setup s;
-  s.pool = std::make_unique<ThreadPool>(threads);
-  kv::PagePoolConfig pc;
-  pc.shape = {static_cast<size_t>(c.num_hidden_layers), static_cast<size_t>(c.kv_lora_rank),
-              static_cast<size_t>(c.qk_rope_head_dim)};
-  pc.dtype = dtype;
-  pc.page_tokens = kPageTokens;
-  pc.budget_bytes = 1;
-  const int64_t pages_per_seq = (tokens + kPageTokens - 1) / kPageTokens;
-  StatusOr<kv::PoolGeometry> one = kv::ComputePoolGeometry([&] {
-    kv::PagePoolConfig p = pc;
-    p.budget_bytes = 1 << 30;
-    return p;
-  }());
-  TANDEM_CHECK(one.ok());
-  pc.budget_bytes = static_cast<size_t>(batch * pages_per_seq) * one->page_bytes;
-  StatusOr<std::unique_ptr<kv::PagePool>> kv = kv::PagePool::Create(pc);
-  TANDEM_CHECK(kv.ok());
-  s.kv = std::move(kv).value();
-  StatusOr<std::unique_ptr<ModelRunner>> runner = ModelRunner::Create(m, s.pool.get(), s.kv.get());
-  TANDEM_CHECK(runner.ok());
-  s.runner = std::move(runner).value();
+  s.serving = std::move(serving).value();
+  s.kv = &s.serving->kv_pool();
+  s.runner = &s.serving->runner();
   s.seqs.resize(batch);
   for (int64_t b = 0; b < batch; ++b) {
     for (int64_t p = 0; p < pages_per_seq; ++p)
@@ -177,15 +170,15 @@ void BM_Decode(benchmark::State& state, WeightFormat f, KvCacheDtype dtype, int6
                DecodeMode mode) {
   const ModelWeights& m = Model(f);
   Setup s = MakeSetup(m, dtype, batch, kContext + 1, threads);
-  FillContext(s.kv.get(), m.config, &s.seqs, kContext);
+  FillContext(s.kv, m.config, &s.seqs, kContext);
   // The integrity tables as the engine keeps them: every page allocated once, each sequence's
   // pages mapped to its request.
   kv::TagTracker tracker(s.kv->num_pages());
-  std::vector<kv::RequestId> requests(batch);
+  std::vector<kv::RequestPages> requests(batch);  // the page lists attention reads
   for (int64_t b = 0; b < batch; ++b) {
-    requests[b] = static_cast<kv::RequestId>(b + 1);
+    requests[b] = {static_cast<kv::RequestId>(b + 1), s.seqs[b].pages};
     tracker.OnPagesAllocated(s.seqs[b].pages);
-    tracker.MapPages(requests[b], 0, s.seqs[b].pages);
+    tracker.MapPages(requests[b].request, 0, s.seqs[b].pages);
   }
   kv::VerifyResult verified;
   std::vector<int32_t> ids(batch);

@@ -9,6 +9,12 @@
 namespace tandem::engine::kv {
 namespace {
 
+std::vector<PageId> Ids(std::span<const PageRef> refs) {
+  std::vector<PageId> out;
+  for (const PageRef& r : refs) out.push_back(r.page);
+  return out;
+}
+
 TEST(BlockTableTest, AppendAllocatesOnlyWhenTheTailPageIsFull) {
   TagTracker tags(8);
   PageAllocator alloc(8, &tags);
@@ -22,7 +28,8 @@ TEST(BlockTableTest, AppendAllocatesOnlyWhenTheTailPageIsFull) {
   EXPECT_EQ(tags.manifest_pages(1), 2u);
   EXPECT_EQ(table.PageOfToken(4), table.pages()[1]);
   EXPECT_EQ(table.SlotOfToken(6), 2u);
-  const std::vector<RequestId> batch = {1};
+  const std::vector<PageId> pages = Ids(table.pages());
+  const std::vector<RequestPages> batch = {{1, pages}};
   VerifyResult result;
   tags.VerifyBatch(batch, &result);
   EXPECT_TRUE(result.ok());
@@ -65,7 +72,8 @@ TEST(BlockTableTest, AdoptsAPrefixCacheMatch) {
   EXPECT_EQ(second.shared_pages(), 2u);
   ASSERT_TRUE(second.AppendTokens(1).ok());  // the 5th token: a page of its own
   EXPECT_EQ(second.num_pages(), 3u);
-  const std::vector<RequestId> batch = {2};
+  const std::vector<PageId> pages = Ids(second.pages());
+  const std::vector<RequestPages> batch = {{2, pages}};
   VerifyResult result;
   tags.VerifyBatch(batch, &result);
   EXPECT_TRUE(result.ok());

@@ -1,5 +1,7 @@
 #include "engine/kv/integrity_tracker.h"
 
+#include <algorithm>
+
 #include "common/hash.h"
 
 namespace tandem::engine::kv {
@@ -10,6 +12,7 @@ const char* MismatchReasonName(MismatchReason reason) {
     case MismatchReason::kTag: return "tag";
     case MismatchReason::kTransferTag: return "transfer_tag";
     case MismatchReason::kNoManifest: return "no_manifest";
+    case MismatchReason::kWrongPage: return "wrong_page";
   }
   return "unknown";
 }
@@ -70,11 +73,23 @@ void TagTracker::InjectBumpGeneration(PageId page) {
   if (page < num_pages_) ++generation_[page];
 }
 
-void TagTracker::VerifyBatch(std::span<const RequestId> batch, VerifyResult* result) {
+void TagTracker::InjectCopyManifestEntry(RequestId from, uint32_t from_logical, RequestId to,
+                                         uint32_t to_logical) {
+  auto src = manifests_.find(from);
+  auto dst = manifests_.find(to);
+  if (src == manifests_.end() || dst == manifests_.end() || from_logical >= src->second.size() ||
+      to_logical >= dst->second.size()) {
+    return;
+  }
+  dst->second[to_logical] = src->second[from_logical];
+}
+
+void TagTracker::VerifyBatch(std::span<const RequestPages> batch, VerifyResult* result) {
   result->failed.clear();
   result->incidents.clear();
   ++counters_.batches_verified;
-  for (RequestId request : batch) {
+  for (const RequestPages& item : batch) {
+    const RequestId request = item.request;
     auto it = manifests_.find(request);
     if (it == manifests_.end()) {
       IntegrityIncident incident;
@@ -85,49 +100,71 @@ void TagTracker::VerifyBatch(std::span<const RequestId> batch, VerifyResult* res
       ++counters_.mismatches[static_cast<size_t>(MismatchReason::kNoManifest)];
       continue;
     }
-    const Entry* entries = it->second.data();
-    const size_t n = it->second.size();
-    counters_.pages_checked += n;
-    // The gather-and-compare: branch-free accumulation over the request's pages; the slow path
-    // below only runs for a request that fails.
-    uint64_t bad = 0;
+    const std::vector<Entry>& manifest = it->second;
+    const PageId* pages = item.pages.data();
+    const Entry* entries = manifest.data();
+    const size_t n = std::min(item.pages.size(), manifest.size());
+    counters_.pages_checked += item.pages.size();
+    // The gather-and-compare: for each page the step reads, gather its generation and transfer
+    // tag, recompute the tag, and OR the differences from the manifest entry, branch-free. The
+    // slow path (Explain) only runs for a request that fails.
+    uint64_t bad = item.pages.size() > manifest.size() ? 1 : 0;
     for (size_t i = 0; i < n; ++i) {
       const Entry& e = entries[i];
-      const uint64_t gen = generation_[e.page];
-      const uint32_t landed = transfer_tag_[e.page].load(std::memory_order_acquire);
-      bad |= (PageTag(request, static_cast<uint32_t>(i), e.page, gen) ^ e.tag) |
+      const PageId p = pages[i];
+      const PageId q = p < num_pages_ ? p : 0;  // a bogus id never indexes the table (and fails below)
+      const uint64_t gen = generation_[q];
+      const uint32_t landed = transfer_tag_[q].load(std::memory_order_acquire);
+      bad |= static_cast<uint64_t>(p ^ e.page) | (gen ^ e.generation) |
+             (PageTag(request, static_cast<uint32_t>(i), p, gen) ^ e.tag) |
              static_cast<uint64_t>(landed ^ e.transfer_tag);
     }
-    if (bad == 0) continue;
-    for (size_t i = 0; i < n; ++i) {
-      const Entry& e = entries[i];
-      IntegrityIncident incident{
-          .request = request,
-          .logical_page = static_cast<uint32_t>(i),
-          .physical_page = e.page,
-          .reason = MismatchReason::kGeneration,
-          .expected_generation = e.generation,
-          .found_generation = generation_[e.page],
-          .expected_transfer_tag = e.transfer_tag,
-          .found_transfer_tag = transfer_tag_[e.page].load(std::memory_order_acquire),
-      };
-      if (incident.found_generation != e.generation) {
+    if (bad != 0) Explain(request, item.pages, manifest, result);
+  }
+  counters_.requests_failed += result->failed.size();
+}
+
+void TagTracker::Explain(RequestId request, std::span<const PageId> pages, const std::vector<Entry>& manifest,
+                         VerifyResult* result) {
+  bool reported = false;
+  for (size_t i = 0; i < pages.size(); ++i) {
+    const PageId p = pages[i];
+    const bool known = p < num_pages_;
+    IntegrityIncident incident{
+        .request = request,
+        .logical_page = static_cast<uint32_t>(i),
+        .physical_page = p,
+        .expected_page = kInvalidPage,
+        .reason = MismatchReason::kWrongPage,
+        .expected_generation = 0,
+        .found_generation = known ? generation_[p] : 0,
+        .expected_transfer_tag = 0,
+        .found_transfer_tag = known ? transfer_tag_[p].load(std::memory_order_acquire) : 0,
+    };
+    if (i < manifest.size()) {
+      const Entry& e = manifest[i];
+      incident.expected_page = e.page;
+      incident.expected_generation = e.generation;
+      incident.expected_transfer_tag = e.transfer_tag;
+      if (p != e.page) {
+        incident.reason = MismatchReason::kWrongPage;
+      } else if (incident.found_generation != e.generation) {
         incident.reason = MismatchReason::kGeneration;
-      } else if (PageTag(request, incident.logical_page, e.page, e.generation) != e.tag) {
+      } else if (PageTag(request, incident.logical_page, p, e.generation) != e.tag) {
         incident.reason = MismatchReason::kTag;
       } else if (incident.found_transfer_tag != e.transfer_tag) {
         incident.reason = MismatchReason::kTransferTag;
       } else {
         continue;
       }
-      ++counters_.mismatches[static_cast<size_t>(incident.reason)];
-      if (result->failed.empty() || result->failed.back() != request) {
-        result->failed.push_back(request);
-        result->incidents.push_back(incident);
-      }
+    }
+    ++counters_.mismatches[static_cast<size_t>(incident.reason)];
+    if (!reported) {
+      result->failed.push_back(request);
+      result->incidents.push_back(incident);
+      reported = true;
     }
   }
-  counters_.requests_failed += result->failed.size();
 }
 
 }  // namespace tandem::engine::kv

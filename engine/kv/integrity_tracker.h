@@ -9,10 +9,12 @@
 //                generation it expects, the tag hash(request, logical page, physical page,
 //                generation), and the transfer tag it expects (0: written locally).
 //
-// VerifyBatch runs before each forward step as one gather-and-compare pass over every manifest
-// entry of the batch (no per-page virtual calls); a request whose page moved to another owner, was
-// freed, or received a stranger's (late) transfer write fails with a structured incident and the
-// caller aborts only that request. See docs/kv-cache.md.
+// VerifyBatch runs before each forward step as one gather-and-compare pass over the page lists the
+// kernels will read (no per-page virtual calls): each listed page must be the manifest's page for
+// that logical position, at the generation, tag and transfer tag the request was issued for it. A
+// request whose list names a page its manifest does not (a block-table bug), whose page moved to
+// another owner, was freed, or received a stranger's (late) transfer write fails with a structured
+// incident and the caller aborts only that request. See docs/kv-cache.md.
 //
 // Thread safety: the step thread calls everything except StampTransferTag, which transfer threads
 // may call concurrently (the stamp is an atomic store, as a transfer's tag write is on a device).
@@ -35,20 +37,33 @@ enum class MismatchReason : uint8_t {
   kTag = 1,          // generation matches but the tag does not: the entry is not this request's
   kTransferTag = 2,  // a transfer write the request did not expect landed (late write after abort)
   kNoManifest = 3,   // the batch names a request the tracker has no manifest for
+  kWrongPage = 4,    // the step's page list names another page than the manifest has at that
+                     // logical position (or one outside the pool), or more pages than the
+                     // manifest holds: a block-table bug
 };
-constexpr size_t kNumMismatchReasons = 4;
+constexpr size_t kNumMismatchReasons = 5;
 const char* MismatchReasonName(MismatchReason reason);
 
 // The first failing page of a failing request.
 struct IntegrityIncident {
   RequestId request = 0;
   uint32_t logical_page = 0;
-  PageId physical_page = kInvalidPage;
+  PageId physical_page = kInvalidPage;  // the page the step's list names
+  PageId expected_page = kInvalidPage;  // the manifest's page there (kInvalidPage: none)
   MismatchReason reason = MismatchReason::kGeneration;
   uint64_t expected_generation = 0;
   uint64_t found_generation = 0;
   uint32_t expected_transfer_tag = 0;
   uint32_t found_transfer_tag = 0;
+};
+
+// One request's part of a step: the physical pages, in logical order, that the kernels will read
+// and write this step (the request's live list, e.g. Sequence::kv.pages up to the pages covering
+// kv.num_tokens + the chunk's tokens; not a copy, so a block-table bug is caught). The span must
+// stay valid for the VerifyBatch call.
+struct RequestPages {
+  RequestId request = 0;
+  std::span<const PageId> pages;
 };
 
 struct VerifyResult {
@@ -88,8 +103,11 @@ class IntegrityTracker {
   virtual void StampTransferTag(PageId page, uint32_t tag) = 0;
   virtual void DropRequest(RequestId request) = 0;
 
-  // Checks every page of every request in `batch`; fills `result` (cleared first).
-  virtual void VerifyBatch(std::span<const RequestId> batch, VerifyResult* result) = 0;
+  // Checks every listed page of every request in `batch` against the request's manifest entry
+  // at the same logical position: the same physical page, and the page's current generation, tag
+  // and transfer tag equal to those the entry expects. A list longer than the manifest fails
+  // (kWrongPage); a shorter one checks only its pages. Fills `result` (cleared first).
+  virtual void VerifyBatch(std::span<const RequestPages> batch, VerifyResult* result) = 0;
   virtual IntegrityCounters counters() const = 0;
 
   // Fault injection (tests): bump a page's generation without a reallocation.
@@ -105,7 +123,7 @@ class NoopTracker final : public IntegrityTracker {
   void ExpectTransferTag(RequestId, uint32_t, uint32_t) override {}
   void StampTransferTag(PageId, uint32_t) override {}
   void DropRequest(RequestId) override {}
-  void VerifyBatch(std::span<const RequestId>, VerifyResult* result) override {
+  void VerifyBatch(std::span<const RequestPages>, VerifyResult* result) override {
     result->failed.clear();
     result->incidents.clear();
   }
@@ -124,9 +142,13 @@ class TagTracker final : public IntegrityTracker {
   void ExpectTransferTag(RequestId request, uint32_t logical_page, uint32_t tag) override;
   void StampTransferTag(PageId page, uint32_t tag) override;
   void DropRequest(RequestId request) override;
-  void VerifyBatch(std::span<const RequestId> batch, VerifyResult* result) override;
+  void VerifyBatch(std::span<const RequestPages> batch, VerifyResult* result) override;
   IntegrityCounters counters() const override { return counters_; }
   void InjectBumpGeneration(PageId page) override;
+  // Fault injection (tests): copies request `from`'s manifest entry at `from_logical` (page,
+  // generation, tag, transfer tag) over `to`'s entry at `to_logical`, as a manifest bug would.
+  // Nothing happens unless both entries exist.
+  void InjectCopyManifestEntry(RequestId from, uint32_t from_logical, RequestId to, uint32_t to_logical);
 
   uint64_t generation(PageId page) const { return generation_[page]; }
   size_t manifest_pages(RequestId request) const;
@@ -138,6 +160,9 @@ class TagTracker final : public IntegrityTracker {
     uint64_t generation;
     uint64_t tag;
   };
+  // The slow path for a request that failed: its first failing page's incident, per-reason counts.
+  void Explain(RequestId request, std::span<const PageId> pages, const std::vector<Entry>& manifest,
+               VerifyResult* result);
   std::vector<uint64_t> generation_;                       // [num_pages]
   std::unique_ptr<std::atomic<uint32_t>[]> transfer_tag_;  // [num_pages]
   size_t num_pages_;

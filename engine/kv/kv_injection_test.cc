@@ -95,8 +95,14 @@ class Harness {
   // The per-step check: verify the batch, abort the failures, then every survivor reads its KV.
   // Returns the aborted requests; adds the rows read that were not the reader's to *foreign_rows.
   std::vector<RequestId> Step(size_t* foreign_rows) {
-    std::vector<RequestId> batch;
-    for (const auto& [id, req] : requests_) batch.push_back(id);
+    std::vector<std::vector<PageId>> lists;  // the pages each request's step reads
+    std::vector<RequestPages> batch;
+    lists.reserve(requests_.size());
+    for (const auto& [id, req] : requests_) {
+      std::vector<PageId>& list = lists.emplace_back();
+      for (const PageRef& p : req.pages) list.push_back(p.page);
+      batch.push_back({id, list});
+    }
     VerifyResult result;
     tracker_->VerifyBatch(batch, &result);
     for (RequestId r : result.failed) Finish(r);

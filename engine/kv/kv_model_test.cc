@@ -351,8 +351,14 @@ class KvModel {
   }
 
   void Verify() {
-    std::vector<RequestId> batch;
-    for (const auto& [id, req] : requests_) batch.push_back(id);
+    std::vector<std::vector<PageId>> lists;
+    std::vector<RequestPages> batch;
+    lists.reserve(requests_.size());
+    for (const auto& [id, req] : requests_) {
+      std::vector<PageId>& list = lists.emplace_back();
+      for (const PageRef& r : req.refs) list.push_back(r.page);
+      batch.push_back({id, list});
+    }
     VerifyResult result;
     tags_.VerifyBatch(batch, &result);
     EXPECT_TRUE(result.ok()) << "integrity failure without a fault: request " << result.failed[0];

@@ -1,17 +1,54 @@
 #include "engine/kv/page_pool.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <limits>
 #include <string>
 
+#include "common/logging.h"
 #include "engine/formats/convert.h"
+#include "engine/formats/float_codecs.h"
 
 namespace tandem::engine::kv {
+namespace {
+
+// Bytes of one token's indexer keys in one layer: bf16 values, or e4m3 codes plus an fp32 scale.
+size_t IndexRowBytes(KvCacheDtype dtype, size_t index_head_dim) {
+  if (index_head_dim == 0) return 0;
+  return dtype == KvCacheDtype::kBf16 ? 2 * index_head_dim : index_head_dim + sizeof(float);
+}
+
+}  // namespace
+
+size_t KvShape::num_index_layers() const {
+  if (index_head_dim == 0) return 0;
+  if (index_layers.empty()) return num_layers;
+  size_t n = 0;
+  for (bool b : index_layers) n += b ? 1 : 0;
+  return n;
+}
+
+StatusOr<size_t> ComputePageBytes(const PagePoolConfig& config) {
+  PagePoolConfig one = config;
+  PoolGeometry g;
+  // The budget only sets the page count: any page size passes with a budget of one page.
+  const KvShape& s = config.shape;
+  g.row_bytes = KvBytesPerTokenLayer(config.dtype, s.kv_lora_rank, s.rope_dim);
+  g.index_row_bytes = IndexRowBytes(config.dtype, s.index_head_dim);
+  one.budget_bytes =
+      (g.row_bytes * s.num_layers + g.index_row_bytes * s.num_index_layers()) * config.page_tokens;
+  ASSIGN_OR_RETURN(g, ComputePoolGeometry(one));
+  return g.page_bytes;
+}
 
 StatusOr<PoolGeometry> ComputePoolGeometry(const PagePoolConfig& config) {
   const KvShape& s = config.shape;
   if (s.num_layers == 0 || s.row_values() == 0) {
     return Status::InvalidArgument("KV shape needs at least one layer and one value per row");
+  }
+  if (!s.index_layers.empty() && (s.index_layers.size() != s.num_layers || s.index_head_dim == 0)) {
+    return Status::InvalidArgument("KV shape: index_layers needs one flag per layer and index_head_dim > 0");
   }
   if (config.page_tokens == 0 || config.page_tokens > 4096) {
     return Status::InvalidArgument("page_tokens must be in 1..4096, got " +
@@ -19,7 +56,9 @@ StatusOr<PoolGeometry> ComputePoolGeometry(const PagePoolConfig& config) {
   }
   PoolGeometry g;
   g.row_bytes = KvBytesPerTokenLayer(config.dtype, s.kv_lora_rank, s.rope_dim);
-  g.page_bytes = g.row_bytes * s.num_layers * config.page_tokens;
+  g.index_row_bytes = IndexRowBytes(config.dtype, s.index_head_dim);
+  g.token_bytes = g.row_bytes * s.num_layers + g.index_row_bytes * s.num_index_layers();
+  g.page_bytes = g.token_bytes * config.page_tokens;
   g.num_pages = config.budget_bytes / g.page_bytes;
   if (g.num_pages == 0) {
     return Status::InvalidArgument("KV budget of " + std::to_string(config.budget_bytes) +
@@ -65,15 +104,32 @@ PagePool::PagePool(const PagePoolConfig& config, const PoolGeometry& geometry)
     scales_ = config.fp8_layer_scales;
     scale_fixed_.assign(config.shape.num_layers, 1);
   }
+  const size_t tokens = config.page_tokens;
+  size_t offset = 0;
+  auto add = [&](size_t token_bytes) {
+    blocks_.push_back({offset, token_bytes});
+    offset += tokens * token_bytes;
+  };
+  for (size_t l = 0; l < config.shape.num_layers; ++l) {
+    block_begin_.push_back(blocks_.size());
+    add(geometry.row_bytes);
+    if (!config.shape.HasIndexRows(l)) continue;
+    if (config.dtype == KvCacheDtype::kBf16) {
+      add(geometry.index_row_bytes);
+    } else {
+      add(config.shape.index_head_dim);
+      add(sizeof(float));
+    }
+  }
+  block_begin_.push_back(blocks_.size());
 }
 
 size_t PagePool::RowOffset(PageId page, size_t layer, size_t token) const {
-  return static_cast<size_t>(page) * geometry_.page_bytes +
-         (layer * config_.page_tokens + token) * geometry_.row_bytes;
+  return BlockOffset(page, layer, 0) + token * geometry_.row_bytes;
 }
 
-Status PagePool::CheckRows(PageId page, size_t layer, size_t first_token, size_t num_values) const {
-  const size_t row_values = config_.shape.row_values();
+Status PagePool::CheckRange(PageId page, size_t layer, size_t first_token, size_t num_values,
+                            size_t row_values) const {
   if (page >= geometry_.num_pages) {
     return Status::OutOfRange("page " + std::to_string(page) + " is outside the pool");
   }
@@ -126,12 +182,75 @@ Status PagePool::ReadRows(PageId page, size_t layer, size_t first_token, std::sp
   return Status::Ok();
 }
 
+Status PagePool::CheckIndexKeys(PageId page, size_t layer, size_t first_token, size_t num_values) const {
+  if (layer < config_.shape.num_layers && !config_.shape.HasIndexRows(layer)) {
+    return Status::FailedPrecondition("layer " + std::to_string(layer) + " keeps no DSA indexer keys");
+  }
+  return CheckRange(page, layer, first_token, num_values, config_.shape.index_head_dim);
+}
+
+Status PagePool::WriteIndexKeys(PageId page, size_t layer, size_t first_token, std::span<const float> keys) {
+  RETURN_IF_ERROR(CheckIndexKeys(page, layer, first_token, keys.size()));
+  const size_t dim = config_.shape.index_head_dim, n = keys.size() / dim;
+  if (config_.dtype == KvCacheDtype::kBf16) {
+    uint8_t* dst = data_.data() + BlockOffset(page, layer, 1) + first_token * 2 * dim;
+    for (size_t i = 0; i < keys.size(); ++i) {
+      const uint16_t b = FloatToBf16(keys[i]);
+      std::memcpy(dst + 2 * i, &b, 2);
+    }
+    return Status::Ok();
+  }
+  uint8_t* codes = data_.data() + BlockOffset(page, layer, 1) + first_token * dim;
+  uint8_t* scales = data_.data() + BlockOffset(page, layer, 2) + first_token * sizeof(float);
+  for (size_t r = 0; r < n; ++r) {
+    const float* row = keys.data() + r * dim;
+    float amax = 0.0f;
+    for (size_t i = 0; i < dim; ++i) amax = std::max(amax, std::fabs(row[i]));
+    const float scale = amax > 0.0f && std::isfinite(amax) ? amax / kFp8E4M3Max : 1.0f;
+    const float inv_scale = 1.0f / scale;
+    for (size_t i = 0; i < dim; ++i) codes[r * dim + i] = FloatToFp8E4M3(row[i] * inv_scale);
+    std::memcpy(scales + r * sizeof(float), &scale, sizeof(float));
+  }
+  return Status::Ok();
+}
+
+Status PagePool::ReadIndexKeys(PageId page, size_t layer, size_t first_token, std::span<float> out) const {
+  RETURN_IF_ERROR(CheckIndexKeys(page, layer, first_token, out.size()));
+  const size_t dim = config_.shape.index_head_dim, n = out.size() / dim;
+  if (config_.dtype == KvCacheDtype::kBf16) {
+    const uint8_t* src = data_.data() + BlockOffset(page, layer, 1) + first_token * 2 * dim;
+    for (size_t i = 0; i < out.size(); ++i) {
+      uint16_t b;
+      std::memcpy(&b, src + 2 * i, 2);
+      out[i] = Bf16ToFloat(b);
+    }
+    return Status::Ok();
+  }
+  const uint8_t* codes = data_.data() + BlockOffset(page, layer, 1) + first_token * dim;
+  const uint8_t* scales = data_.data() + BlockOffset(page, layer, 2) + first_token * sizeof(float);
+  for (size_t r = 0; r < n; ++r) {
+    float scale;
+    std::memcpy(&scale, scales + r * sizeof(float), sizeof(float));
+    for (size_t i = 0; i < dim; ++i) out[r * dim + i] = Fp8E4M3ToFloat(codes[r * dim + i]) * scale;
+  }
+  return Status::Ok();
+}
+
 StatusOr<const uint16_t*> PagePool::Bf16RowsInPlace(PageId page, size_t layer) const {
   if (config_.dtype != KvCacheDtype::kBf16)
     return Status::FailedPrecondition("in-place bf16 rows: the pool stores fp8_e4m3 pages");
   RETURN_IF_ERROR(CheckRows(page, layer, 0, 0));
   // Rows are 2-byte aligned: page_bytes and row_bytes are even for bf16 pools.
   return reinterpret_cast<const uint16_t*>(data_.data() + RowOffset(page, layer, 0));
+}
+
+void PagePool::ClearTokenSlots(std::span<uint8_t> page, size_t first_token) const {
+  TANDEM_CHECK(page.size() == geometry_.page_bytes && first_token <= config_.page_tokens);
+  const size_t tail_tokens = config_.page_tokens - first_token;
+  if (tail_tokens == 0) return;
+  for (const TokenBlock& b : blocks_) {  // every layer's latent and indexer rows
+    std::memset(page.data() + b.offset + first_token * b.token_bytes, 0, tail_tokens * b.token_bytes);
+  }
 }
 
 std::span<uint8_t> PagePool::PageBytes(PageId page) {

@@ -61,13 +61,14 @@ StatusOr<uint64_t> DigestKv(const PagePool& pool, std::span<const PageId> pages,
   for (PageId p : pages) {
     if (p >= pool.num_pages()) return Status::InvalidArgument("page id outside the pool");
   }
-  const size_t row_bytes = pool.geometry().row_bytes;
   KvDigest digest;
   for (size_t layer = 0; layer < pool.config().shape.num_layers; ++layer) {
-    for (size_t first = 0; first < num_tokens; first += page_tokens) {
-      const size_t n = std::min(page_tokens, num_tokens - first);
-      std::span<const uint8_t> page = pool.PageBytes(pages[first / page_tokens]);
-      digest.Update(page.subspan(layer * page_tokens * row_bytes, n * row_bytes));
+    for (const PagePool::TokenBlock& block : pool.TokenBlocks(layer)) {  // latent, indexer keys
+      for (size_t first = 0; first < num_tokens; first += page_tokens) {
+        const size_t n = std::min(page_tokens, num_tokens - first);
+        std::span<const uint8_t> page = pool.PageBytes(pages[first / page_tokens]);
+        digest.Update(page.subspan(block.offset, n * block.token_bytes));
+      }
     }
   }
   return digest.Finish();

@@ -45,7 +45,9 @@ class KvDigest {
 };
 
 // The digest of the first `num_tokens` tokens held by `pages` (logical order) in `pool`: for each
-// layer, each token's row in logical order. The same KV in other physical pages digests the same.
+// layer, each token's latent row in logical order, then (GLM's DSA layers) each token's indexer
+// keys and, FP8, their scales (PagePool::TokenBlocks). The same KV in other physical pages digests
+// the same; slots past num_tokens do not count.
 // InvalidArgument when the pages cannot hold num_tokens or name a page outside the pool.
 StatusOr<uint64_t> DigestKv(const PagePool& pool, std::span<const PageId> pages, size_t num_tokens);
 

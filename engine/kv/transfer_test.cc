@@ -64,6 +64,50 @@ TEST(KvDigestTest, IndependentOfPhysicalPages) {
   EXPECT_EQ(DigestKv(**a, pa, 13).status().code(), StatusCode::kInvalidArgument);
 }
 
+// GLM-style pools: the digest covers the DSA indexer keys (and FP8's per-row scales) in logical
+// token order too, and still not the slots past the end.
+TEST(KvDigestTest, CoversTheIndexerRows) {
+  for (KvCacheDtype dtype : {KvCacheDtype::kBf16, KvCacheDtype::kFp8E4M3}) {
+    PagePoolConfig c = DigestConfig();
+    c.dtype = dtype;
+    c.shape.index_head_dim = 16;
+    c.shape.index_layers = {false, true};
+    c.budget_bytes = 1 << 20;
+    if (dtype == KvCacheDtype::kFp8E4M3) c.fp8_layer_scales = {0.5f, 0.5f};
+    auto a = PagePool::Create(c);
+    auto b = PagePool::Create(c);
+    ASSERT_TRUE(a.ok() && b.ok()) << a.status().ToString();
+    const std::vector<PageId> pa = {0, 1, 2}, pb = {7, 3, 5};
+    WriteSequence(**a, pa, 10);
+    WriteSequence(**b, pb, 10);
+    std::vector<float> key(16);
+    for (size_t t = 0; t < 10; ++t) {
+      for (size_t i = 0; i < key.size(); ++i) key[i] = static_cast<float>((t * 5 + i) % 13) - 6.0f;
+      ASSERT_TRUE((*a)->WriteIndexKeys(pa[t / 4], 1, t % 4, key).ok());
+      ASSERT_TRUE((*b)->WriteIndexKeys(pb[t / 4], 1, t % 4, key).ok());
+    }
+    const uint64_t da = *DigestKv(**a, pa, 10);
+    EXPECT_EQ(*DigestKv(**b, pb, 10), da);
+    for (const PagePool::TokenBlock& block : (*b)->TokenBlocks(1)) {
+      std::span<uint8_t> page = (*b)->PageBytes(5);     // logical page 2: tokens 8, 9 (10, 11 unused)
+      page[block.offset + 3 * block.token_bytes] ^= 1;  // token 11: past the end
+      EXPECT_EQ(*DigestKv(**b, pb, 10), da);
+      page[block.offset + 1 * block.token_bytes] ^= 1;  // token 9
+      EXPECT_NE(*DigestKv(**b, pb, 10), da) << block.offset;
+      page[block.offset + 1 * block.token_bytes] ^= 1;
+    }
+    // The indexer keys are digested: a pool without them digests the same latent differently.
+    PagePoolConfig plain = DigestConfig();
+    plain.dtype = dtype;
+    plain.budget_bytes = 1 << 20;
+    if (dtype == KvCacheDtype::kFp8E4M3) plain.fp8_layer_scales = {0.5f, 0.5f};
+    auto p = PagePool::Create(plain);
+    ASSERT_TRUE(p.ok());
+    WriteSequence(**p, pa, 10);
+    EXPECT_NE(*DigestKv(**p, pa, 10), da);
+  }
+}
+
 TEST(KvDigestTest, ChunkingDoesNotMatter) {
   std::vector<uint8_t> bytes(1000);
   for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<uint8_t>(i * 31);

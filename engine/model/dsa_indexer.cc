@@ -8,9 +8,25 @@
 
 namespace tandem::engine::model {
 
+namespace {
+
+// Runs [first, first + n) of a segment's positions page by page: fn(page, slot, offset, count).
+template <typename Fn>
+Status ForEachPageRun(const AttnSegment& seg, int64_t page_tokens, int64_t first, int64_t n, Fn fn) {
+  for (int64_t i = 0; i < n;) {
+    const int64_t pos = first + i;
+    const int64_t run = std::min(n - i, page_tokens - pos % page_tokens);
+    RETURN_IF_ERROR(fn(seg.seq->pages[pos / page_tokens], static_cast<size_t>(pos % page_tokens), i, run));
+    i += run;
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 Status DsaIndexerSelect(const ModelConfig& config, const DsaIndexerWeights& w, const Rope& rope,
                         int64_t layer, const float* h, const float* q_resid, int64_t tokens,
-                        std::span<const AttnSegment> segs, ThreadPool* pool,
+                        std::span<const AttnSegment> segs, kv::PagePool* kv, ThreadPool* pool,
                         const kernels::cpu::MatmulOptions& options, std::vector<KeyMask>* masks) {
   const int64_t heads = config.indexer.n_heads;
   const int64_t dim = config.indexer.head_dim;
@@ -23,18 +39,29 @@ Status DsaIndexerSelect(const ModelConfig& config, const DsaIndexerWeights& w, c
   const double inv_sqrt_d = 1.0 / std::sqrt(static_cast<double>(dim));
   const double inv_sqrt_h = 1.0 / std::sqrt(static_cast<double>(heads));
 
+  const int64_t page_tokens = static_cast<int64_t>(kv->page_tokens());
+  const size_t l = static_cast<size_t>(layer);
   masks->assign(segs.size(), KeyMask());
+  std::vector<float> keys;  // [context, d]: the segment's keys as the pages hold them
   for (size_t s = 0; s < segs.size(); ++s) {
     const AttnSegment& seg = segs[s];
-    std::vector<float>& keys = seg.seq->index_keys[layer];  // [context, d] after the append
     for (int64_t i = 0; i < seg.num_new; ++i) {
       const int64_t row = seg.first_row + i;
       rope.Apply(q.data() + row * heads * dim, heads, dim, seg.past + i);
       rope.Apply(k.data() + row * dim, 1, dim, seg.past + i);
-      keys.insert(keys.end(), k.data() + row * dim, k.data() + (row + 1) * dim);
     }
+    RETURN_IF_ERROR(ForEachPageRun(
+        seg, page_tokens, seg.past, seg.num_new, [&](kv::PageId page, size_t slot, int64_t i, int64_t n) {
+          const float* src = k.data() + (seg.first_row + i) * dim;
+          return kv->WriteIndexKeys(page, l, slot, {src, static_cast<size_t>(n * dim)});
+        }));
     const int64_t ctx = seg.context();
     if (ctx <= topk) continue;  // every query of this segment sees at most top-k keys: dense
+    keys.resize(ctx * dim);
+    RETURN_IF_ERROR(
+        ForEachPageRun(seg, page_tokens, 0, ctx, [&](kv::PageId page, size_t slot, int64_t t, int64_t n) {
+          return kv->ReadIndexKeys(page, l, slot, {keys.data() + t * dim, static_cast<size_t>(n * dim)});
+        }));
     KeyMask& mask = (*masks)[s];
     mask.assign(seg.num_new * ctx, 0);
     std::vector<double> score;

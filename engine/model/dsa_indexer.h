@@ -12,19 +12,23 @@
 #include "common/status.h"
 #include "engine/core/thread_pool.h"
 #include "engine/kernels/cpu/matmul.h"
+#include "engine/kv/page_pool.h"
 #include "engine/model/forward_ops.h"
 #include "engine/model/forward_types.h"
 #include "engine/model/model_weights.h"
 
 namespace tandem::engine::model {
 
-// Appends the new tokens' indexer keys to segs[i].seq->index_keys[layer] and writes each
-// segment's mask (masks->at(i); empty when every query's context is within index_topk, else
-// [num_new, context] with causal keys outside the top-k cleared).
+// Writes the new tokens' indexer keys into `layer`'s indexer rows of each segment's pages
+// (kv->WriteIndexKeys, the pool's dtype) and writes each segment's mask (masks->at(i); empty when
+// every query's context is within index_topk, else [num_new, context] with causal keys outside the
+// top-k cleared). Scores read the context's keys back from the pages, new ones included, so a
+// prefix-cache hit, chunked prefill and decode all see the cache's rounding.
 // h: [T, hidden] the layer's normed input; q_resid: [T, q_lora] the q_a_layernorm output.
+// REQUIRES: kv's shape has indexer rows of index_head_dim on `layer` (ModelRunner::Create checks).
 Status DsaIndexerSelect(const ModelConfig& config, const DsaIndexerWeights& w, const Rope& rope,
                         int64_t layer, const float* h, const float* q_resid, int64_t tokens,
-                        std::span<const AttnSegment> segs, ThreadPool* pool,
+                        std::span<const AttnSegment> segs, kv::PagePool* kv, ThreadPool* pool,
                         const kernels::cpu::MatmulOptions& options, std::vector<KeyMask>* masks);
 
 }  // namespace tandem::engine::model

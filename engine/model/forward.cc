@@ -4,6 +4,7 @@
 #include <set>
 #include <string>
 
+#include "engine/model/kv_shape.h"
 #include "engine/model/moe.h"
 #include "engine/model/vec_ops.h"
 
@@ -21,6 +22,18 @@ MlaForm AutoForm(const ModelConfig& c, const AttnSegment& seg) {
   return values <= kMaxExpandedValues ? MlaForm::kExpanded : MlaForm::kAbsorbed;
 }
 
+// The same rows on every layer (an index_layers list of all true is the same as an empty one).
+bool SameRows(const kv::KvShape& a, const kv::KvShape& b) {
+  if (a.num_layers != b.num_layers || a.kv_lora_rank != b.kv_lora_rank || a.rope_dim != b.rope_dim ||
+      a.index_head_dim != b.index_head_dim) {
+    return false;
+  }
+  for (size_t l = 0; l < a.num_layers; ++l) {
+    if (a.HasIndexRows(l) != b.HasIndexRows(l)) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 ModelRunner::ModelRunner(const ModelWeights& weights, ThreadPool* pool, kv::PagePool* kv)
@@ -30,14 +43,11 @@ StatusOr<std::unique_ptr<ModelRunner>> ModelRunner::Create(const ModelWeights& w
                                                            kv::PagePool* kv) {
   const ModelConfig& c = weights.config;
   const kv::KvShape& shape = kv->config().shape;
-  if (static_cast<int64_t>(shape.num_layers) != c.num_hidden_layers ||
-      static_cast<int64_t>(shape.kv_lora_rank) != c.kv_lora_rank ||
-      static_cast<int64_t>(shape.rope_dim) != c.qk_rope_head_dim) {
-    return Status::InvalidArgument(
-        "KV page pool shape (" + std::to_string(shape.num_layers) + " layers, " +
-        std::to_string(shape.kv_lora_rank) + " + " + std::to_string(shape.rope_dim) +
-        ") does not match the model (" + std::to_string(c.num_hidden_layers) + " layers, " +
-        std::to_string(c.kv_lora_rank) + " + " + std::to_string(c.qk_rope_head_dim) + ")");
+  const kv::KvShape want = KvShapeFor(c);
+  if (!SameRows(shape, want)) {
+    return Status::InvalidArgument("KV page pool shape (" + DescribeKvShape(shape) +
+                                   ") does not match the model (" + DescribeKvShape(want) +
+                                   "; make the pool with KvShapeFor)");
   }
   if (c.has_indexer() && !c.has_q_lora()) {
     return Status::InvalidArgument(
@@ -104,13 +114,6 @@ Status ModelRunner::Forward(std::span<const StepInput> batch, const ForwardOptio
     seg.num_new = static_cast<int64_t>(in.tokens.size());
     seg.past = in.seq->num_tokens;
     seg.form = options.form != MlaForm::kAuto ? options.form : AutoForm(c, seg);
-    if (c.has_indexer()) {  // drop keys a failed step may have left past num_tokens
-      in.seq->index_keys.resize(c.num_hidden_layers);
-      for (int64_t l = 0; l < c.num_hidden_layers; ++l) {  // "shared" layers keep no keys
-        const bool full = weights_.layers[l].indexer.has_value();
-        in.seq->index_keys[l].resize(full ? seg.past * c.indexer.head_dim : 0);
-      }
-    }
     tokens += seg.num_new;
     segs.push_back(seg);
   }
@@ -125,7 +128,6 @@ Status ModelRunner::Forward(std::span<const StepInput> batch, const ForwardOptio
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
     RETURN_IF_ERROR(Layer(l, segs, tokens, options, &index_masks, &x));
   }
-  for (const AttnSegment& seg : segs) seg.seq->num_tokens += seg.num_new;
   if (!options.all_logits) {  // keep each input's last row
     for (size_t b = 0; b < segs.size(); ++b) {
       std::copy_n(x.data() + (segs[b].first_row + segs[b].num_new - 1) * hidden, hidden,
@@ -135,7 +137,11 @@ Status ModelRunner::Forward(std::span<const StepInput> batch, const ForwardOptio
   }
   RmsNormRows(x.data(), tokens, hidden, hidden, weights_.norm.data(), c.rms_norm_eps);
   logits->resize(tokens * c.vocab_size);
-  return kernels::cpu::Matmul(weights_.lm_head, x.data(), tokens, logits->data(), pool_, options.matmul);
+  RETURN_IF_ERROR(
+      kernels::cpu::Matmul(weights_.lm_head, x.data(), tokens, logits->data(), pool_, options.matmul));
+  // Only now: a failure above leaves every sequence as it was (slots past num_tokens don't count).
+  for (const AttnSegment& seg : segs) seg.seq->num_tokens += seg.num_new;
+  return Status::Ok();
 }
 
 Status ModelRunner::Layer(int64_t layer, std::span<const AttnSegment> segs, int64_t tokens,

@@ -6,7 +6,8 @@
 // A step takes several sequences at once, each with any number of new tokens (varlen prefill,
 // chunked prefill continuing a cached prefix, batched decode, or a mix), packed row by row.
 // Activations are fp32; every Linear runs through kernels::cpu::Matmul in the weight's own format
-// (bf16, fp8 block-128, int4 group-32); the MLA latent is cached in the PagePool (bf16 or fp8).
+// (bf16, fp8 block-128, int4 group-32); the MLA latent and GLM's DSA indexer keys are cached in
+// the PagePool (bf16 or fp8).
 //
 // Thread safety: one step at a time per runner (the ThreadPool and the PagePool are shared state).
 
@@ -34,7 +35,9 @@ struct StepInput {
 
 struct ForwardOptions {
   MlaForm form = MlaForm::kAuto;
-  bool use_indexer = true;  // false: GLM attends densely (tests)
+  // false: GLM attends densely and writes no indexer keys (tests: a sequence run so must not
+  // continue with the indexer on).
+  bool use_indexer = true;
   // false: logits only for each input's last token ([batch, vocab]), what sampling needs.
   bool all_logits = true;
   kernels::cpu::MatmulOptions matmul;
@@ -43,7 +46,7 @@ struct ForwardOptions {
 class ModelRunner {
  public:
   // REQUIRES: weights, pool and kv outlive the runner. InvalidArgument when the PagePool's shape
-  // (layers, kv_lora_rank, rope dim) does not match the model.
+  // (layers, kv_lora_rank, rope dim, GLM's indexer rows) is not KvShapeFor(the model).
   static StatusOr<std::unique_ptr<ModelRunner>> Create(const ModelWeights& weights, ThreadPool* pool,
                                                        kv::PagePool* kv);
 
@@ -52,12 +55,14 @@ class ModelRunner {
   // Pages `seq` must hold before a step adding `new_tokens` tokens.
   int64_t PagesNeeded(const KvSequence& seq, int64_t new_tokens) const;
 
-  // Runs one step: appends each input's tokens to its sequence (KV rows, indexer keys,
-  // num_tokens) and writes logits [Σ tokens, vocab] fp32, rows in input order ([batch, vocab],
-  // each input's last token, when !options.all_logits).
+  // Runs one step: appends each input's tokens to its sequence (KV rows and indexer keys in its
+  // pages, num_tokens) and writes logits [Σ tokens, vocab] fp32, rows in input order ([batch,
+  // vocab], each input's last token, when !options.all_logits).
   // Errors (nothing is written for any sequence): InvalidArgument for an empty input, a null or
   // repeated sequence or a token id outside the vocabulary; FailedPrecondition when a sequence
-  // lacks pages (PagesNeeded) or names a page outside the pool.
+  // lacks pages (PagesNeeded) or names a page outside the pool. A later failure leaves num_tokens
+  // unchanged and may have written page slots past it, which are don't-care: the step can be
+  // retried as it was.
   Status Forward(std::span<const StepInput> batch, const ForwardOptions& options, std::vector<float>* logits);
 
   // Forward with the default forms: prompts (or prompt chunks) and single decode tokens alike.

@@ -16,9 +16,11 @@
 #include "engine/formats/float_codecs.h"
 #include "engine/formats/weights.h"
 #include "engine/model/dummy_model.h"
+#include "engine/model/kv_shape.h"
 #include "engine/model/moe.h"
 #include "engine/model/presets.h"
 #include "engine/model/vec_ops.h"
+#include "engine/runtime/serving_engine.h"
 
 namespace tandem::engine::model {
 namespace {
@@ -325,31 +327,29 @@ TEST(RoutingTest, GreedyIgnoresGroups) {
   EXPECT_EQ(RouteToken(c, logits.data(), nullptr).experts, (std::vector<int32_t>{0, 1}));
 }
 
-// A dummy model, a page pool and a runner; pages are handed out in order.
+// A dummy model, a page pool and a runner (through the serving front door); pages are handed
+// out in order.
 class Harness {
  public:
   Harness(const char* preset, KvCacheDtype dtype = KvCacheDtype::kBf16, int threads = 2)
       : Harness(Preset(preset).value(), dtype, threads) {}
-  Harness(ModelConfig c, KvCacheDtype dtype = KvCacheDtype::kBf16, int threads = 2) : pool_(threads) {
-    weights_ = std::make_unique<ModelWeights>(MakeDummyModel(c, WeightFormat::kBf16, 7, 2).value());
-    kv::PagePoolConfig pc;
-    pc.shape = {static_cast<size_t>(c.num_hidden_layers), static_cast<size_t>(c.kv_lora_rank),
-                static_cast<size_t>(c.qk_rope_head_dim)};
-    pc.dtype = dtype;
-    pc.page_tokens = 4;
-    pc.budget_bytes = 64 * kv::ComputePoolGeometry([&] {
-                             auto p = pc;
-                             p.budget_bytes = 1 << 24;
-                             return p;
-                           }())
-                               .value()
-                               .page_bytes;
-    kv_ = kv::PagePool::Create(pc).value();
-    runner_ = ModelRunner::Create(*weights_, &pool_, kv_.get()).value();
+  Harness(ModelConfig c, KvCacheDtype dtype = KvCacheDtype::kBf16, int threads = 2) {
+    runtime::ServingConfig sc;
+    sc.dummy_config = &c;
+    sc.dummy_seed = 7;
+    sc.kv_dtype = dtype;
+    sc.page_tokens = 4;
+    sc.kv_tokens = 64 * 4;
+    sc.threads = threads;
+    serving_ = runtime::ServingEngine::Open(sc).value();
+    runner_ = &serving_->runner();
+    kv_ = &serving_->kv_pool();
+    vocab_ = c.vocab_size;
   }
 
   ModelRunner& runner() { return *runner_; }
-  int64_t vocab() const { return weights_->config.vocab_size; }
+  kv::PagePool& kv() { return *kv_; }
+  int64_t vocab() const { return vocab_; }
 
   // Runs one step over `seqs` (growing their pages) and returns the logits.
   std::vector<float> Step(std::vector<KvSequence*> seqs, const std::vector<std::vector<int32_t>>& tokens,
@@ -371,10 +371,10 @@ class Harness {
   }
 
  private:
-  ThreadPool pool_;
-  std::unique_ptr<ModelWeights> weights_;
-  std::unique_ptr<kv::PagePool> kv_;
-  std::unique_ptr<ModelRunner> runner_;
+  std::unique_ptr<runtime::ServingEngine> serving_;
+  ModelRunner* runner_ = nullptr;
+  kv::PagePool* kv_ = nullptr;
+  int64_t vocab_ = 0;
   kv::PageId next_page_ = 0;
 };
 
@@ -531,10 +531,57 @@ TEST(DsaTest, SharedLayersReuseTheFullLayersChoice) {
   const std::vector<float> logits = shared.Step({&s}, {Tokens(24, 9)});
   EXPECT_EQ(static_cast<int64_t>(logits.size()), 24 * shared.vocab());
   shared.Step({&s}, {{3}});
-  ASSERT_EQ(s.index_keys.size(), 3u);
-  EXPECT_EQ(static_cast<int64_t>(s.index_keys[0].size()), 25 * c.indexer.head_dim);
-  EXPECT_TRUE(s.index_keys[1].empty());
-  EXPECT_TRUE(s.index_keys[2].empty());
+  // Only the full layer has indexer rows in the pages; token 24's key is there.
+  const kv::PagePool& kv = shared.kv();
+  EXPECT_TRUE(kv.config().shape.HasIndexRows(0));
+  EXPECT_FALSE(kv.config().shape.HasIndexRows(1));
+  EXPECT_FALSE(kv.config().shape.HasIndexRows(2));
+  EXPECT_EQ(kv.geometry().token_bytes, 3 * kv.geometry().row_bytes + kv.geometry().index_row_bytes);
+  std::vector<float> key(c.indexer.head_dim);
+  ASSERT_TRUE(kv.ReadIndexKeys(s.pages[24 / 4], 0, 24 % 4, key).ok());
+  EXPECT_GT(*std::max_element(key.begin(), key.end()), 0.0f);  // LayerNorm-ed: not all zero
+  EXPECT_EQ(kv.ReadIndexKeys(s.pages[0], 1, 0, key).code(), StatusCode::kFailedPrecondition);
+}
+
+// A GLM sequence's state is its pages and num_tokens: another KvSequence naming the same pages (a
+// prefix-cache hit, an imported transfer) continues exactly as the one that wrote them, sparse
+// indexer included (the context exceeds tiny-glm's index_topk of 16).
+TEST(DsaTest, IndexerKeysLiveInThePages) {
+  for (KvCacheDtype dtype : {KvCacheDtype::kBf16, KvCacheDtype::kFp8E4M3}) {
+    Harness h("tiny-glm", dtype);
+    KvSequence writer;
+    h.Step({&writer}, {Tokens(22, 10)});
+    KvSequence reader;
+    reader.pages = writer.pages;
+    reader.num_tokens = writer.num_tokens;
+    for (int32_t t : {17, 400, 3}) {
+      const std::vector<float> want = h.Step({&writer}, {{t}});
+      // The reader's step rewrites the writer's slot with the same bits, then reads the same pages.
+      reader.pages = writer.pages;
+      const std::vector<float> got = h.Step({&reader}, {{t}});
+      ASSERT_EQ(got.size(), want.size());
+      EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0)
+          << KvCacheDtypeName(dtype) << " token " << t;
+    }
+  }
+}
+
+// What a step that is then given up wrote past num_tokens (latent and indexer rows) is don't-care:
+// the Engine restores num_tokens only, and the retried (here: different) step gives the logits of
+// a run that never saw the abandoned one.
+TEST(DsaTest, RowsPastNumTokensAreDontCare) {
+  Harness clean("tiny-glm"), dirty("tiny-glm");
+  KvSequence a, b;
+  const std::vector<int32_t> prompt = Tokens(19, 11);
+  clean.Step({&a}, {prompt});
+  dirty.Step({&b}, {prompt});
+  KvSequence abandoned = b;  // the same pages and length: its step writes b's next slots
+  dirty.Step({&abandoned}, {{5, 6, 7}});
+  b.pages = abandoned.pages;  // keeps the page the abandoned step added (as the Engine does)
+  const std::vector<float> want = clean.Step({&a}, {{700, 8}});
+  const std::vector<float> got = dirty.Step({&b}, {{700, 8}});
+  ASSERT_EQ(got.size(), want.size());
+  EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Presets, RunnerTest, ::testing::Values("tiny", "tiny-glm"));
@@ -567,6 +614,20 @@ TEST(RunnerErrorsTest, PoolShapeMustMatchTheModel) {
   auto kv = kv::PagePool::Create(pc).value();
   ThreadPool pool(1);
   EXPECT_EQ(ModelRunner::Create(w, &pool, kv.get()).status().code(), StatusCode::kInvalidArgument);
+  // GLM: the pool must hold the indexer rows of exactly the layers with an indexer.
+  ModelConfig g = Preset("tiny-glm").value();
+  g.indexer.full_layers = {true, false, true};
+  ModelWeights gw = MakeDummyModel(g, WeightFormat::kBf16, 1, 1).value();
+  for (kv::KvShape shape : {KvShapeFor(Preset("tiny").value()), KvShapeFor(Preset("tiny-glm").value())}) {
+    pc.shape = shape;
+    auto wrong = kv::PagePool::Create(pc).value();
+    const Status st = ModelRunner::Create(gw, &pool, wrong.get()).status();
+    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(st.message().find("indexer keys 32 on 2 layers"), std::string::npos) << st.ToString();
+  }
+  pc.shape = KvShapeFor(g);
+  auto right = kv::PagePool::Create(pc).value();
+  EXPECT_TRUE(ModelRunner::Create(gw, &pool, right.get()).ok());
 }
 
 }  // namespace

@@ -9,16 +9,15 @@
 namespace tandem::engine::model {
 
 // One sequence's attention state between steps. The caller owns it and its pages; the runner
-// reads and appends.
+// reads and appends. All of it is in the pages (the MLA latent and, for GLM, the DSA indexer
+// keys), so pages and num_tokens are the whole state: what a step wrote past num_tokens is
+// don't-care, and a page shared from the prefix cache or imported from a transfer is complete.
 struct KvSequence {
   // Physical pages of the KV PagePool in logical order: token t lives in
   // pages[t / page_tokens], slot t % page_tokens. The caller appends pages before a step that
   // needs them (ModelRunner::PagesNeeded).
   std::vector<kv::PageId> pages;
   int64_t num_tokens = 0;  // tokens already in the cache (the next token's position)
-  // glm_moe_dsa: per layer, [num_tokens, index_head_dim] fp32 roped DSA indexer keys. Kept beside
-  // the paged latent (the PagePool row holds only the 576-wide MLA latent).
-  std::vector<std::vector<float>> index_keys;
 };
 
 // Which MLA form computes attention. kAuto: expanded for prefill segments (> 1 new token) while

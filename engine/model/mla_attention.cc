@@ -119,7 +119,7 @@ Status MlaAttention::Forward(const float* h, int64_t tokens, std::span<const Att
 
   if (c.has_indexer() && use_indexer && weights_->indexer.has_value()) {
     RETURN_IF_ERROR(DsaIndexerSelect(c, *weights_->indexer, *rope_, layer_, h, q_resid.data(), tokens, segs,
-                                     pool, options, index_masks));
+                                     kv, pool, options, index_masks));
   } else if (!c.has_indexer() || !use_indexer || index_masks->size() != segs.size()) {
     index_masks->assign(segs.size(), KeyMask());
   }

@@ -81,7 +81,11 @@ int64_t IndexerKeyBytesPerTokenLayer(const ModelConfig& config, KvCacheDtype dty
 }
 
 int64_t KvBytesPerToken(const ModelConfig& config, KvCacheDtype dtype) {
-  return KvBytesPerTokenLayer(config, dtype) * config.num_hidden_layers;
+  int64_t bytes = KvBytesPerTokenLayer(config, dtype) * config.num_hidden_layers;
+  for (int64_t l = 0; l < config.num_hidden_layers; ++l) {
+    if (config.HasIndexerWeights(l)) bytes += IndexerKeyBytesPerTokenLayer(config, dtype);
+  }
+  return bytes;
 }
 
 }  // namespace tandem::engine::model

@@ -47,7 +47,9 @@ int64_t DsaFp8KvBytesPerTokenLayer(const ModelConfig& config);
 // The DSA indexer's own key cache (glm_moe_dsa, layers with an indexer): index_head_dim values,
 // bf16 (256 for GLM 5.x) or e4m3 plus one fp32 scale (132). 0 for deepseek_v3.
 int64_t IndexerKeyBytesPerTokenLayer(const ModelConfig& config, KvCacheDtype dtype);
-// All layers: KvBytesPerTokenLayer * num_hidden_layers (latent only).
+// All layers, what one token takes in the PagePool (PoolGeometry::token_bytes of KvShapeFor):
+// KvBytesPerTokenLayer * num_hidden_layers plus IndexerKeyBytesPerTokenLayer per layer with an
+// indexer. GLM 5.2: (1,152 + 256) * 78 = 109,824 BF16, (576 + 132) * 78 = 55,224 FP8.
 int64_t KvBytesPerToken(const ModelConfig& config, KvCacheDtype dtype);
 
 }  // namespace tandem::engine::model

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include "engine/model/kv_shape.h"
 #include "engine/model/model_stats.h"
 
 namespace tandem::engine::model {
@@ -44,6 +45,16 @@ TEST(PresetsTest, Glm52MemoryMath) {
   EXPECT_EQ(DsaFp8KvBytesPerTokenLayer(c), 656);  // FACTS.md: FP8 with the DSA layout
   EXPECT_EQ(IndexerKeyBytesPerTokenLayer(c, KvCacheDtype::kBf16), 256);
   EXPECT_EQ(IndexerKeyBytesPerTokenLayer(c, KvCacheDtype::kFp8E4M3), 132);
+  // A token in the page pool, all 78 layers: latent plus indexer keys, as KvShapeFor lays it out.
+  EXPECT_EQ(KvBytesPerToken(c, KvCacheDtype::kBf16), (1152 + 256) * 78);
+  EXPECT_EQ(KvBytesPerToken(c, KvCacheDtype::kFp8E4M3), (576 + 132) * 78);
+  for (KvCacheDtype dtype : {KvCacheDtype::kBf16, KvCacheDtype::kFp8E4M3}) {
+    kv::PagePoolConfig pc;
+    pc.shape = KvShapeFor(c);
+    pc.dtype = dtype;
+    pc.budget_bytes = size_t{1} << 30;
+    EXPECT_EQ(static_cast<int64_t>(kv::ComputePoolGeometry(pc)->token_bytes), KvBytesPerToken(c, dtype));
+  }
   const ParameterCounts p = CountParameters(c);
   // Z.ai: GLM-5 744B total, 40B active (their count includes the MTP layer, ours does not).
   EXPECT_GE(p.total, 700'000'000'000);

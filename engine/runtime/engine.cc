@@ -116,9 +116,25 @@ StatusOr<RequestId> Engine::Submit(const Request& request) {
   return *id;
 }
 
-Status Engine::Cancel(RequestId id) {
-  if (scheduler_->Find(id) == nullptr) return Status::NotFound("no live request " + std::to_string(id));
-  FinishRequest(id, FinishReason::kCancelled, "cancelled by the client", &pending_outputs_);
+Status Engine::Cancel(RequestId id) { return End(id, FinishReason::kCancelled, "cancelled by the client"); }
+
+Status Engine::Abort(RequestId id, std::string_view detail) { return End(id, FinishReason::kAbort, detail); }
+
+Status Engine::End(RequestId id, FinishReason reason, std::string_view detail) {
+  const Sequence* seq = scheduler_->Find(id);
+  if (seq == nullptr) return Status::NotFound("no live request " + std::to_string(id));
+  const bool importing = seq->phase == SeqPhase::kImporting;
+  FinishRequest(id, reason, detail, &pending_outputs_);
+  if (importing) {  // its pages stay parked until the import has ended: end it now
+    std::vector<uint64_t> transfers;
+    {
+      std::lock_guard<std::mutex> lock(imports_mu_);
+      for (const auto& [transfer, import] : imports_) {
+        if (import->id == id) transfers.push_back(transfer);
+      }
+    }
+    for (uint64_t transfer : transfers) EndImport(transfer, kv::TransferState::kFailed, "");
+  }
   return Status::Ok();
 }
 
@@ -139,6 +155,7 @@ void Engine::FinishRequest(RequestId id, FinishReason reason, std::string_view d
 }
 
 std::vector<RequestOutput> Engine::Step() {
+  ExpireImports();
   std::vector<RequestOutput> outputs = std::exchange(pending_outputs_, {});
   scheduler_->ReclaimDeferred();
   StepPlan plan = scheduler_->Schedule();
@@ -161,15 +178,22 @@ std::vector<RequestOutput> Engine::Step() {
 
 void Engine::VerifyPlan(StepPlan* plan, std::vector<RequestOutput>* outputs) {
   if (!tracker_->enabled() || plan->chunks.empty()) return;
-  std::vector<RequestId> ids;
-  ids.reserve(plan->chunks.size());
-  for (const ScheduledChunk& c : plan->chunks) ids.push_back(c.seq->id);
+  // The very lists the executor hands the kernels (kv.pages), up to the pages this step reads and
+  // writes: a block-table bug shows up as a page the manifest does not have there.
+  std::vector<kv::RequestPages> batch;
+  batch.reserve(plan->chunks.size());
+  for (const ScheduledChunk& c : plan->chunks) {
+    const std::span<const kv::PageId> pages(c.seq->kv.pages);
+    const size_t read = scheduler_->PagesFor(static_cast<size_t>(c.seq->kv.num_tokens + c.num_tokens));
+    batch.push_back({c.seq->id, pages.first(std::min(read, pages.size()))});
+  }
   kv::VerifyResult result;
-  tracker_->VerifyBatch(ids, &result);
+  tracker_->VerifyBatch(batch, &result);
   if (result.ok()) return;
   for (size_t i = 0; i < result.failed.size(); ++i) {
     const kv::IntegrityIncident& inc = result.incidents[i];
     ++counters_.integrity_aborts[static_cast<size_t>(inc.reason)];
+    incident_log_.Report(inc, config_.clock->NowNanos());
     std::erase_if(plan->chunks, [&](const ScheduledChunk& c) { return c.seq->id == result.failed[i]; });
     FinishRequest(result.failed[i], FinishReason::kAbort,
                   std::string("kv integrity: ") + kv::MismatchReasonName(inc.reason) +
@@ -183,15 +207,14 @@ void Engine::RunForward(const std::vector<ScheduledChunk>& chunks, std::vector<s
                         std::vector<RequestOutput>* outputs) {
   const size_t vocab = static_cast<size_t>(config_.executor->vocab_size());
   rows->assign(chunks.size(), {});
-  // Runs chunks[first, first + n); on failure restores what Forward may have appended.
+  // Runs chunks[first, first + n); on failure restores each sequence's num_tokens (the whole KV
+  // state is in the pages, and what the step wrote past num_tokens is don't-care).
   auto run = [&](size_t first, size_t n) -> Status {
     std::vector<ExecInput> inputs;
-    std::vector<std::pair<int64_t, std::vector<size_t>>> saved;
+    std::vector<int64_t> saved;
     for (size_t i = first; i < first + n; ++i) {
       Sequence& seq = *chunks[i].seq;
-      std::vector<size_t> key_sizes;
-      for (const auto& keys : seq.kv.index_keys) key_sizes.push_back(keys.size());
-      saved.emplace_back(seq.kv.num_tokens, std::move(key_sizes));
+      saved.push_back(seq.kv.num_tokens);
       inputs.push_back({&seq.kv, std::span<const int32_t>(seq.tokens)
                                      .subspan(static_cast<size_t>(seq.kv.num_tokens),
                                               static_cast<size_t>(chunks[i].num_tokens))});
@@ -201,12 +224,7 @@ void Engine::RunForward(const std::vector<ScheduledChunk>& chunks, std::vector<s
     if (st.ok() && logits.size() != n * vocab)
       st = Status::Internal("executor returned logits of the wrong size");
     if (!st.ok()) {
-      for (size_t i = 0; i < n; ++i) {
-        model::KvSequence& kv = chunks[first + i].seq->kv;
-        kv.num_tokens = saved[i].first;
-        kv.index_keys.resize(std::min(kv.index_keys.size(), saved[i].second.size()));
-        for (size_t l = 0; l < kv.index_keys.size(); ++l) kv.index_keys[l].resize(saved[i].second[l]);
-      }
+      for (size_t i = 0; i < n; ++i) chunks[first + i].seq->kv.num_tokens = saved[i];
       return st;
     }
     for (size_t i = 0; i < n; ++i) {
@@ -272,6 +290,14 @@ EngineStats Engine::Stats() const {
   s.running = scheduler_->num_running();
   s.waiting = scheduler_->num_waiting();
   s.export_held = scheduler_->num_export_held();
+  s.late_transfer_writes = late_writes_.load(std::memory_order_relaxed);
+  s.refused_transfer_writes = refused_writes_.load(std::memory_order_relaxed);
+  s.import_bytes = import_bytes_.load(std::memory_order_relaxed);
+  s.export_bytes = export_bytes_.load(std::memory_order_relaxed);
+  {
+    std::lock_guard<std::mutex> lock(imports_mu_);
+    s.imports_in_flight = imports_.size();
+  }
   const kv::IntegrityCounters ic = tracker_->counters();
   s.integrity_batches = ic.batches_verified;
   s.integrity_pages_checked = ic.pages_checked;

@@ -231,7 +231,8 @@ TEST(EngineTest, ForwardFailureAbortsOnlyTheRequestItConcerns) {
   EXPECT_EQ(RunUntilFinished(e, d).tokens, runs[a].tokens);
 }
 
-// prefill-only -> ExportKv -> decode-only ImportKv continues with the unified engine's tokens.
+// prefill-only -> ExportKv -> decode-only ReserveImport / WritePage / CommitImport continues with
+// the unified engine's tokens.
 TEST(EngineTest, PrefillExportDecodeImportMatchesUnified) {
   const Request req = GreedyRequest(Prompt(11, 5), 9);
   const RunResult unified = SoloRun(32, 4, {}, std::nullopt, req);
@@ -247,35 +248,61 @@ TEST(EngineTest, PrefillExportDecodeImportMatchesUnified) {
   EXPECT_FALSE(outs[0].finish.has_value());
   EXPECT_TRUE(prefill.engine->Step().empty());  // held, not decoded
   EXPECT_EQ(prefill.engine->Stats().export_held, 1u);
-  EXPECT_EQ(prefill.engine->ReleaseExported(pid + 1).code(), StatusCode::kFailedPrecondition);
-  const KvPayload payload = prefill.engine->ExportKv(pid).value();
-  EXPECT_EQ(payload.num_tokens, 11);
-  EXPECT_EQ(payload.first_token, unified.tokens[0]);
-  EXPECT_EQ(payload.pages.size(), 3u);
+  EXPECT_EQ(prefill.engine->FinishExport(pid, kv::TransferState::kDone).code(),
+            StatusCode::kFailedPrecondition);
 
   EngineConfig dconf;
   dconf.role = EngineRole::kDecodeOnly;
   HashEngine decode(40, 4, dconf);
   HashEngine unified_engine(8, 4, {});
   EXPECT_EQ(decode.engine->Submit(req).status().code(), StatusCode::kFailedPrecondition);
-  EXPECT_EQ(unified_engine.engine->ImportKv(req, payload).status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(unified_engine.engine->ReserveImport(req).status().code(), StatusCode::kFailedPrecondition);
   // Imported twice: the second copy lands in other physical pages; both continue alike.
-  const RequestId d1 = decode.engine->ImportKv(req, payload).value();
-  const RequestId d2 = decode.engine->ImportKv(req, payload).value();
-  EXPECT_NE(decode.engine->scheduler().Find(d1)->kv.pages, decode.engine->scheduler().Find(d2)->kv.pages);
+  std::vector<RequestId> ids;
+  for (int copy = 0; copy < 2; ++copy) {
+    const ImportReservation r = decode.engine->ReserveImport(req).value();
+    EXPECT_EQ(r.num_tokens, 11);
+    EXPECT_EQ(r.page_tags.size(), 3u);
+    std::shared_ptr<KvExport> exported = prefill.engine->ExportKv(pid, r.layout).value();
+    EXPECT_EQ(exported->num_pages(), 3u);
+    EXPECT_EQ(exported->first_token(), unified.tokens[0]);
+    EXPECT_EQ(prefill.engine->ExportKv(pid, r.layout).status().code(), StatusCode::kFailedPrecondition);
+    ASSERT_TRUE(SendPages(*decode.engine, r, *exported).ok());
+    EXPECT_EQ(decode.engine->CommitImport(r.transfer_id, 0, 0).code(), StatusCode::kFailedPrecondition);
+    if (copy == 0) {  // a failed export aborts the prefill request; it is submitted again
+      ASSERT_TRUE(prefill.engine->FinishExport(pid, kv::TransferState::kFailed).ok());
+      outs = prefill.engine->Step();
+      ASSERT_EQ(outs.size(), 1u);
+      EXPECT_EQ(outs[0].finish, FinishReason::kAbort);
+      Request again = req;
+      again.id = pid;
+      ASSERT_EQ(prefill.engine->Submit(again).value(), pid);
+      prefill.engine->Step();
+    } else {
+      ASSERT_TRUE(prefill.engine->FinishExport(pid, kv::TransferState::kDone).ok());
+    }
+    ids.push_back(r.id);
+  }
+  EXPECT_NE(decode.engine->scheduler().Find(ids[0])->kv.pages,
+            decode.engine->scheduler().Find(ids[1])->kv.pages);
   auto runs = RunAll(*decode.engine);
-  for (RequestId id : {d1, d2}) {
-    std::vector<int32_t> joined{payload.first_token};
+  for (RequestId id : ids) {
+    std::vector<int32_t> joined{unified.tokens[0]};
     joined.insert(joined.end(), runs[id].tokens.begin(), runs[id].tokens.end());
     EXPECT_EQ(joined, unified.tokens);
     EXPECT_EQ(runs[id].finish, FinishReason::kLength);
   }
   EXPECT_EQ(decode.engine->Stats().pages_held, 0u);
+  EXPECT_EQ(decode.engine->Stats().imports_committed, 2u);
+  EXPECT_EQ(decode.engine->Stats().import_bytes, 6 * decode.pool->geometry().page_bytes);
 
-  ASSERT_TRUE(prefill.engine->ReleaseExported(pid).ok());
+  outs = prefill.engine->Step();  // the hand-off's last output
+  ASSERT_EQ(outs.size(), 1u);
+  EXPECT_TRUE(outs[0].exported);
+  EXPECT_FALSE(outs[0].finish.has_value());
   EXPECT_EQ(prefill.engine->Stats().pages_held, 0u);
   EXPECT_EQ(prefill.engine->Stats().exported, 1u);
-  EXPECT_EQ(prefill.engine->ExportKv(pid).status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(prefill.engine->Stats().export_failures, 1u);
 }
 
 TEST(EngineTest, ExportVerifiesThePagesFirst) {
@@ -287,58 +314,141 @@ TEST(EngineTest, ExportVerifiesThePagesFirst) {
   const RequestId a = e.Submit(GreedyRequest(Prompt(6, 1), 4)).value();
   const RequestId b = e.Submit(GreedyRequest(Prompt(6, 2), 4)).value();
   e.Step();
+  const kv::KvLayout layout = kv::LayoutOf(*prefill.pool).value();
   e.tracker_for_testing()->InjectBumpGeneration(e.scheduler().Find(b)->kv.pages[1]);
-  EXPECT_TRUE(e.ExportKv(a).ok());
-  EXPECT_EQ(e.ExportKv(b).status().code(), StatusCode::kDataLoss);
+  EXPECT_TRUE(e.ExportKv(a, layout).ok());
+  EXPECT_EQ(e.ExportKv(b, layout).status().code(), StatusCode::kDataLoss);
   ASSERT_TRUE(e.Cancel(b).ok());
-  ASSERT_TRUE(e.ReleaseExported(a).ok());
+  ASSERT_TRUE(e.FinishExport(a, kv::TransferState::kDone).ok());
+  e.Step();
   EXPECT_EQ(e.Stats().pages_held, 0u);
 }
 
-TEST(EngineTest, ImportRejectsMismatchedKv) {
+// Every way a transfer can go wrong is refused, ends in exactly one terminal state, aborts only
+// its request and frees its pages.
+TEST(EngineTest, ImportRefusesBadTransfers) {
+  FakeClock clock;
   EngineConfig pconf;
   pconf.role = EngineRole::kPrefillOnly;
   HashEngine prefill(32, 4, pconf);
   const Request req = GreedyRequest(Prompt(6, 1), 4);
   const RequestId pid = prefill.engine->Submit(req).value();
   prefill.engine->Step();
-  const KvPayload good = prefill.engine->ExportKv(pid).value();
   EngineConfig dconf;
   dconf.role = EngineRole::kDecodeOnly;
-  HashEngine decode(32, 4, dconf);
+  dconf.clock = &clock;
+  dconf.import_timeout_ms = 1000;
+  HashEngine decode(8, 4, dconf);
   Engine& d = *decode.engine;
-  auto expect_bad = [&](KvPayload p, const Request& r, const char* what) {
-    const Status st = d.ImportKv(r, p).status();
-    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << what;
-    EXPECT_NE(st.message().find(what), std::string::npos) << st.message();
-  };
-  KvPayload p = good;
-  p.dtype = KvCacheDtype::kFp8E4M3;
-  expect_bad(p, req, "dtype mismatch");
-  p = good;
-  p.page_tokens = 8;
-  expect_bad(p, req, "geometry mismatch");
-  p = good;
-  p.shape.num_layers = 2;
-  expect_bad(p, req, "shape mismatch");
-  p = good;
-  p.pages.pop_back();
-  expect_bad(p, req, "pages");
-  p = good;
-  p.pages[0].resize(3);
-  expect_bad(p, req, "bytes");
-  expect_bad(good, GreedyRequest(Prompt(7, 1), 4), "tokens");
-  p = good;
-  p.first_token = kHashVocab;
-  expect_bad(p, req, "vocabulary");
-  p = good;
-  p.pages[1][5] ^= 0x40;  // a bit flipped in transit
-  EXPECT_EQ(d.ImportKv(req, p).status().code(), StatusCode::kDataLoss);
-  Request one = req;
-  one.params.max_tokens = 1;  // the first token was the last: nothing to decode
-  EXPECT_EQ(d.ImportKv(one, good).status().code(), StatusCode::kFailedPrecondition);
+  const size_t page_bytes = decode.pool->geometry().page_bytes;
+
+  // A layout the sender cannot convert into.
+  kv::KvLayout other = kv::LayoutOf(*decode.pool).value();
+  other.page_tokens = 8;
+  EXPECT_EQ(prefill.engine->ExportKv(pid, other).status().code(), StatusCode::kInvalidArgument);
+
+  // Wrong tag, page index or size: refused, nothing lands; a page never sent fails the commit.
+  ImportReservation r = d.ReserveImport(req).value();
+  std::shared_ptr<KvExport> x = prefill.engine->ExportKv(pid, r.layout).value();
+  std::vector<uint8_t> page(page_bytes);
+  ASSERT_TRUE(x->NextPage(page).ok());
+  EXPECT_EQ(d.WritePage(r.transfer_id, 0, page, r.page_tags[0] ^ 1).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(d.WritePage(r.transfer_id, 0, page, r.page_tags[1]).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(d.WritePage(r.transfer_id, 2, page, r.page_tags[0]).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(d.WritePage(r.transfer_id, 0, std::span<const uint8_t>(page).first(3), r.page_tags[0]).code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(d.Stats().refused_transfer_writes, 4u);
+  ASSERT_TRUE(d.WritePage(r.transfer_id, 0, page, r.page_tags[0]).ok());
+  EXPECT_EQ(d.CommitImport(r.transfer_id, x->first_token(), x->digest()).code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(d.Stats().imports_failed, 1u);
+  // The transfer has ended: a late write is refused and counted, never lands.
+  ASSERT_TRUE(x->NextPage(page).ok());
+  EXPECT_EQ(d.WritePage(r.transfer_id, 1, page, r.page_tags[1]).code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(d.Stats().late_transfer_writes, 1u);
+  std::vector<RequestOutput> outs = d.Step();
+  ASSERT_EQ(outs.size(), 1u);
+  EXPECT_EQ(outs[0].id, r.id);
+  EXPECT_EQ(outs[0].finish, FinishReason::kAbort);
+  EXPECT_NE(outs[0].finish_detail.find("never arrived"), std::string::npos) << outs[0].finish_detail;
   EXPECT_EQ(d.Stats().pages_held, 0u);
-  EXPECT_TRUE(d.ImportKv(req, good).ok());
+  ASSERT_TRUE(prefill.engine->FinishExport(pid, kv::TransferState::kFailed).ok());
+
+  // A bit flipped in transit: the digest does not match.
+  auto fresh_export = [&] {
+    const RequestId id = prefill.engine->Submit(req).value();
+    prefill.engine->Step();
+    return id;
+  };
+  RequestId p2 = fresh_export();
+  r = d.ReserveImport(req).value();
+  x = prefill.engine->ExportKv(p2, r.layout).value();
+  for (uint32_t p = 0; p < x->num_pages(); ++p) {
+    ASSERT_TRUE(x->NextPage(page).ok());
+    if (p == 1) page[5] ^= 0x40;
+    ASSERT_TRUE(d.WritePage(r.transfer_id, p, page, r.page_tags[p]).ok());
+  }
+  EXPECT_EQ(d.CommitImport(r.transfer_id, x->first_token(), x->digest()).code(), StatusCode::kDataLoss);
+  d.Step();
+  EXPECT_EQ(d.Stats().pages_held, 0u);
+  EXPECT_EQ(d.Stats().imports_failed, 2u);
+
+  // AbortImport, and a reservation left to its deadline.
+  r = d.ReserveImport(req).value();
+  ASSERT_TRUE(d.AbortImport(r.transfer_id, "prefill failed").ok());
+  EXPECT_EQ(d.AbortImport(r.transfer_id, "again").code(), StatusCode::kFailedPrecondition);
+  outs = d.Step();
+  ASSERT_EQ(outs.size(), 1u);
+  EXPECT_NE(outs[0].finish_detail.find("prefill failed"), std::string::npos);
+  r = d.ReserveImport(req).value();
+  EXPECT_EQ(d.NextDeadlineNanos(), r.deadline_nanos);
+  EXPECT_EQ(d.Stats().pages_held, 2u);
+  clock.AdvanceMillis(999);
+  EXPECT_TRUE(d.Step().empty());
+  clock.AdvanceMillis(1);
+  outs = d.Step();
+  ASSERT_EQ(outs.size(), 1u);
+  EXPECT_EQ(outs[0].finish, FinishReason::kAbort);
+  EXPECT_NE(outs[0].finish_detail.find("timed out"), std::string::npos);
+  EXPECT_EQ(d.Stats().imports_timed_out, 1u);
+  EXPECT_EQ(d.Stats().pages_held, 0u);
+  EXPECT_FALSE(d.NextDeadlineNanos().has_value());
+
+  // Not enough pages now: refused before any prefill work; a first token that ends the request.
+  EXPECT_EQ(d.ReserveImport(GreedyRequest(Prompt(40, 1), 4)).status().code(), StatusCode::kOutOfRange);
+  const ImportReservation big = d.ReserveImport(GreedyRequest(Prompt(20, 1), 4)).value();
+  EXPECT_EQ(d.ReserveImport(GreedyRequest(Prompt(20, 2), 4)).status().code(), StatusCode::kResourceExhausted);
+  ASSERT_TRUE(d.AbortImport(big.transfer_id, "test").ok());
+  d.Step();
+  Request one = req;
+  one.params.max_tokens = 1;
+  r = d.ReserveImport(one).value();
+  RequestId p3 = fresh_export();
+  x = prefill.engine->ExportKv(p3, r.layout).value();
+  ASSERT_TRUE(SendPages(d, r, *x).ok());
+  outs = d.Step();
+  ASSERT_EQ(outs.size(), 1u);
+  EXPECT_EQ(outs[0].finish, FinishReason::kLength);
+  EXPECT_TRUE(outs[0].new_tokens.empty());  // the first token was the prefill side's to emit
+  EXPECT_EQ(d.Stats().pages_held, 0u);
+}
+
+// Cancelling a request whose KV is still arriving ends its transfer; its pages are free at once.
+TEST(EngineTest, CancelDuringImportEndsTheTransfer) {
+  EngineConfig dconf;
+  dconf.role = EngineRole::kDecodeOnly;
+  HashEngine decode(8, 4, dconf);
+  Engine& d = *decode.engine;
+  const ImportReservation r = d.ReserveImport(GreedyRequest(Prompt(6, 1), 4)).value();
+  ASSERT_TRUE(d.Cancel(r.id).ok());
+  std::vector<uint8_t> page(r.layout.page_bytes);
+  EXPECT_EQ(d.WritePage(r.transfer_id, 0, page, r.page_tags[0]).code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(d.CommitImport(r.transfer_id, 1, 0).code(), StatusCode::kFailedPrecondition);
+  const std::vector<RequestOutput> outs = d.Step();
+  ASSERT_EQ(outs.size(), 1u);
+  EXPECT_EQ(outs[0].finish, FinishReason::kCancelled);
+  EXPECT_EQ(d.Stats().pages_held, 0u);
+  EXPECT_EQ(d.Stats().imports_in_flight, 0u);
 }
 
 TEST(EngineTest, ExportedPagesInATransferAreFreedOnlyWhenItEnds) {
@@ -351,20 +461,23 @@ TEST(EngineTest, ExportedPagesInATransferAreFreedOnlyWhenItEnds) {
   const RequestId a = e.Submit(GreedyRequest(Prompt(9, 1), 4)).value();
   const RequestId b = e.Submit(GreedyRequest(Prompt(5, 2), 4)).value();
   e.Step();
-  ASSERT_TRUE(e.BeginTransfer(1, a, /*timeout_ms=*/100).ok());
+  std::shared_ptr<KvExport> exported = e.ExportKv(a, kv::LayoutOf(*prefill.pool).value()).value();
   ASSERT_TRUE(e.BeginTransfer(2, b, 100).ok());
   EXPECT_EQ(e.BeginTransfer(3, 999, 100).code(), StatusCode::kNotFound);
-  ASSERT_TRUE(e.ReleaseExported(a).ok());  // handed off while its transfer still runs
-  ASSERT_TRUE(e.Cancel(b).ok());           // cancelled mid-transfer
+  ASSERT_TRUE(e.Cancel(a).ok());  // cancelled while its pages are being sent
+  ASSERT_TRUE(e.Cancel(b).ok());  // cancelled mid-transfer
   EngineStats s = e.Stats();
   EXPECT_EQ(s.pages_held, 5u);
   EXPECT_EQ(s.pages_deferred, 5u);
   e.Step();
+  std::vector<uint8_t> page(exported->layout().page_bytes);
+  EXPECT_TRUE(exported->NextPage(page).ok());  // still readable: nothing was reused
   EXPECT_EQ(e.Stats().pages_held, 5u);
-  ASSERT_TRUE(e.FinishTransfer(1, kv::TransferState::kDone).ok());
+  ASSERT_TRUE(e.FinishExport(a, kv::TransferState::kDone).ok());
   e.Step();
   EXPECT_EQ(e.Stats().pages_held, 2u);
-  clock.AdvanceMillis(100);  // transfer 2 times out
+  EXPECT_EQ(e.Stats().exported, 0u);  // it had been cancelled: nothing was handed off
+  clock.AdvanceMillis(100);           // transfer 2 times out
   e.Step();
   EXPECT_EQ(e.Stats().pages_held, 0u);
   EXPECT_EQ(e.FinishTransfer(2, kv::TransferState::kDone).code(), StatusCode::kFailedPrecondition);

@@ -89,6 +89,17 @@ inline std::vector<int32_t> HashGreedyReference(std::vector<int32_t> context, si
   return out;
 }
 
+// The transfer as the agent runs it, in one process: every page of `exported` converted and
+// written into `decode`'s reservation `r` with its tag, then committed with the sender's digest.
+inline Status SendPages(Engine& decode, const ImportReservation& r, KvExport& exported) {
+  std::vector<uint8_t> page(r.layout.page_bytes);
+  for (uint32_t p = 0; p < exported.num_pages(); ++p) {
+    RETURN_IF_ERROR(exported.NextPage(page));
+    RETURN_IF_ERROR(decode.WritePage(r.transfer_id, p, page, r.page_tags[p]));
+  }
+  return decode.CommitImport(r.transfer_id, exported.first_token(), exported.digest());
+}
+
 inline Request GreedyRequest(std::vector<int32_t> prompt, int32_t max_tokens) {
   Request r;
   r.prompt = std::move(prompt);

@@ -71,6 +71,9 @@ Status HashExecutor::Forward(std::span<const ExecInput> batch, std::vector<float
                   sizeof(int32_t));
     }
     ContextLogits(context, vocab_size_, logits->data() + b * static_cast<size_t>(vocab_size_));
+    if (read_log_ != nullptr) {
+      for (size_t p = 0; p * page_tokens < context.size(); ++p) read_log_->push_back({&seq, seq.pages[p]});
+    }
   }
   return Status::Ok();
 }

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <vector>
 
 #include "engine/runtime/model_executor.h"
 
@@ -35,6 +36,14 @@ class HashExecutor final : public ModelExecutor {
 
   // Forward fails (InvalidArgument) for every batch that contains `token`.
   void InjectPoisonToken(std::optional<int32_t> token) { poison_ = token; }
+
+  // Test hook: with a log set, every successful Forward appends one record per page a sequence
+  // read (in logical order), so a test can check whose KV each sequence read. nullptr: none.
+  struct PageRead {
+    const model::KvSequence* seq;
+    kv::PageId page;
+  };
+  void RecordReads(std::vector<PageRead>* log) { read_log_ = log; }
   uint64_t forward_calls() const { return forward_calls_; }
 
  private:
@@ -44,6 +53,7 @@ class HashExecutor final : public ModelExecutor {
   int64_t vocab_size_;
   std::optional<int32_t> poison_;
   uint64_t forward_calls_ = 0;
+  std::vector<PageRead>* read_log_ = nullptr;
 };
 
 }  // namespace tandem::engine::runtime

@@ -30,9 +30,6 @@ class ModelExecutor {
   // engine allocates its pages).
   virtual kv::PagePool* kv_pool() const = 0;
   int64_t page_tokens() const { return static_cast<int64_t>(kv_pool()->page_tokens()); }
-  // True when a sequence's state is not all in the page pool (GLM's DSA indexer keys live in
-  // KvSequence::index_keys): ExportKv / ImportKv cannot carry such a sequence yet.
-  virtual bool has_state_outside_pages() const { return false; }
 
   // Pages `seq` must hold before a step adding `new_tokens` tokens.
   int64_t PagesNeeded(const model::KvSequence& seq, int64_t new_tokens) const {
@@ -43,7 +40,8 @@ class ModelExecutor {
   // Runs one step: appends each input's tokens to its sequence (KV rows, num_tokens) and writes
   // `logits` as [batch.size(), vocab_size()] fp32, the logits after each input's last token, in
   // input order. On error the caller treats every sequence of the batch as unknown-state for the
-  // tokens of this step (the Engine restores num_tokens and retries or aborts).
+  // tokens of this step (the Engine restores num_tokens and retries or aborts): page slots past
+  // num_tokens are don't-care, so num_tokens is all there is to restore.
   virtual Status Forward(std::span<const ExecInput> batch, std::vector<float>* logits) = 0;
 };
 

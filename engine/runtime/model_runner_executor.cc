@@ -8,8 +8,6 @@ namespace tandem::engine::runtime {
 
 int64_t ModelRunnerExecutor::vocab_size() const { return runner_->config().vocab_size; }
 
-bool ModelRunnerExecutor::has_state_outside_pages() const { return runner_->config().has_indexer(); }
-
 Status ModelRunnerExecutor::Forward(std::span<const ExecInput> batch, std::vector<float>* logits) {
   std::vector<model::StepInput> inputs;
   inputs.reserve(batch.size());

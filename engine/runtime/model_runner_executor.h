@@ -19,7 +19,6 @@ class ModelRunnerExecutor final : public ModelExecutor {
 
   int64_t vocab_size() const override;
   kv::PagePool* kv_pool() const override { return kv_; }
-  bool has_state_outside_pages() const override;
   Status Forward(std::span<const ExecInput> batch, std::vector<float>* logits) override;
 
  private:

@@ -14,7 +14,8 @@
 namespace tandem::engine::runtime {
 
 // What the agent submits. `tenant` is derived by the server from the authenticated caller (never
-// from the client); it is kept for tenant-salted prefix sharing.
+// from the client); it is kept for tenant-salted prefix sharing. A request without a tenant
+// shares no prefix pages at all.
 struct Request {
   RequestId id = 0;  // 0: the engine assigns one (Submit reports it)
   std::vector<int32_t> prompt;
@@ -27,6 +28,7 @@ enum class SeqPhase : uint8_t {
   kWaiting,     // queued: holds no pages (new, or preempted and waiting to recompute)
   kRunning,     // admitted: holds pages for every token it has computed or is about to compute
   kExportHeld,  // prefill-only role: prefilled and first token sampled; pages kept for ExportKv
+  kImporting,   // decode-only role: pages reserved, its KV arriving from a prefill engine
 };
 
 // One request's state. tokens = prompt followed by the tokens generated so far; kv.num_tokens of
@@ -48,8 +50,9 @@ struct Sequence {
   model::KvSequence kv;
   uint64_t admit_order = 0;  // when it was last admitted; the latest admitted is preempted first
   int64_t preemptions = 0;
-  // Prefix cache (when the scheduler has one): the tenant salt, the locks on the matched prefix and
-  // on the published prompt pages (released with the pages), and whether the prompt is published.
+  // Prefix cache (when the scheduler has one): the tenant salt (empty: no tenant, no sharing), the
+  // locks on the matched prefix and on the published prompt pages (released with the pages), and
+  // whether the prompt is published.
   std::string salt;
   kv::PrefixCache::Lock match_lock = nullptr;
   kv::PrefixCache::Lock publish_lock = nullptr;

@@ -70,6 +70,9 @@ struct RequestOutput {
   std::string text_delta;                               // detokenized text safe to stream (may be empty)
   std::optional<FinishReason> finish;                   // set exactly once, on the request's last output
   std::string finish_detail;                            // e.g. the matched stop string, an abort reason
+  // Prefill-only role: the request's KV was handed off to a decode engine (Engine::FinishExport);
+  // this is its last output here, and `finish` stays unset (the decode side finishes it).
+  bool exported = false;
 };
 
 }  // namespace tandem::engine::runtime

@@ -49,7 +49,9 @@ Status Scheduler::Add(const Request& request) {
   seq->prompt_len = request.prompt.size();
   seq->params = request.params;
   seq->tenant = request.tenant;
-  seq->salt = kv::MakeTenantSalt({request.tenant});
+  // No tenant, no salt: such a request neither looks up nor publishes prefix pages, so requests
+  // the server could not attribute never share KV with anyone (MakeTenantSalt is never empty).
+  seq->salt = request.tenant.empty() ? std::string() : kv::MakeTenantSalt({request.tenant});
   waiting_.push_back(seq.get());
   requests_.emplace(request.id, std::move(seq));
   return Status::Ok();
@@ -70,6 +72,35 @@ Status Scheduler::AddRunning(std::unique_ptr<Sequence> seq) {
   running_.push_back(seq.get());
   const RequestId id = seq->id;
   requests_.emplace(id, std::move(seq));
+  return Status::Ok();
+}
+
+Status Scheduler::AddImporting(std::unique_ptr<Sequence> seq) {
+  if (requests_.count(seq->id) != 0) {
+    ReleasePages(*seq);
+    return Status::AlreadyExists("request id " + std::to_string(seq->id) + " is already live");
+  }
+  if (static_cast<int64_t>(running_.size() + importing_) >= config_.max_running_requests) {
+    ReleasePages(*seq);
+    return Status::ResourceExhausted("max_running_requests (" + std::to_string(config_.max_running_requests) +
+                                     ") requests are running or importing");
+  }
+  seq->phase = SeqPhase::kImporting;
+  ++importing_;
+  const RequestId id = seq->id;
+  requests_.emplace(id, std::move(seq));
+  return Status::Ok();
+}
+
+Status Scheduler::StartImported(RequestId id) {
+  Sequence* seq = Find(id);
+  if (seq == nullptr || seq->phase != SeqPhase::kImporting) {
+    return Status::FailedPrecondition("request " + std::to_string(id) + " is not importing");
+  }
+  --importing_;
+  seq->phase = SeqPhase::kRunning;
+  seq->admit_order = next_admit_order_++;
+  running_.push_back(seq);
   return Status::Ok();
 }
 
@@ -114,7 +145,7 @@ void Scheduler::Preempt(Sequence& seq) {
 }
 
 bool Scheduler::Admit(Sequence& seq) {
-  if (cache_ != nullptr && seq.tokens.size() > 1) {
+  if (cache_ != nullptr && !seq.salt.empty() && seq.tokens.size() > 1) {
     // Leave at least the last token to compute: its logits sample the next one.
     kv::PrefixCache::Match match =
         cache_->MatchAndLock(seq.salt, std::span<const int32_t>(seq.tokens).first(seq.tokens.size() - 1));
@@ -131,7 +162,10 @@ bool Scheduler::Admit(Sequence& seq) {
 }
 
 void Scheduler::Publish(Sequence& seq) {
-  if (cache_ == nullptr || seq.published || static_cast<size_t>(seq.kv.num_tokens) < seq.prompt_len) return;
+  if (cache_ == nullptr || seq.salt.empty() || seq.published ||
+      static_cast<size_t>(seq.kv.num_tokens) < seq.prompt_len) {
+    return;
+  }
   seq.published = true;
   const size_t pages = seq.prompt_len / page_tokens_;
   if (pages == 0) return;
@@ -180,7 +214,7 @@ StepPlan Scheduler::Schedule() {
   // 3. Admission, FCFS. Not in a step that preempted: the pages just freed went to running requests
   //    about to need more, and readmitting the victim at once would thrash.
   while (plan.preempted.empty() && budget > 0 && !waiting_.empty() &&
-         static_cast<int64_t>(running_.size()) < config_.max_running_requests) {
+         static_cast<int64_t>(running_.size() + importing_) < config_.max_running_requests) {
     Sequence& seq = *waiting_.front();
     if (!Admit(seq)) break;  // the head does not fit yet: nobody overtakes it
     waiting_.pop_front();
@@ -211,6 +245,7 @@ StatusOr<std::unique_ptr<Sequence>> Scheduler::Remove(RequestId id) {
   if (it == requests_.end()) return Status::NotFound("no live request " + std::to_string(id));
   std::unique_ptr<Sequence> seq = std::move(it->second);
   requests_.erase(it);
+  if (seq->phase == SeqPhase::kImporting) --importing_;
   EraseFromQueues(*seq);
   ReleasePages(*seq);
   return seq;

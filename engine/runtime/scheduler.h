@@ -13,8 +13,9 @@
 //      one that does not fit stops admission (no overtaking).
 // With a PrefixCache, admission first adopts the longest cached run of whole prompt pages under the
 // request's tenant salt (at least one token is always computed, for the logits), and a request
-// publishes its whole prompt pages once they are computed. Unlocked cached pages are evicted
-// (LRU) before a request waits or another is preempted.
+// publishes its whole prompt pages once they are computed. A request without a tenant (and an
+// imported one, which has no salt) does neither: it never shares pages with anyone. Unlocked
+// cached pages are evicted (LRU) before a request waits or another is preempted.
 // Pages leave a request through ReleasePages, which parks them in the TransferLedger while a
 // transfer into or out of them is in flight (deferred release) and Unrefs them otherwise.
 //
@@ -82,7 +83,8 @@ class Scheduler {
 
   // A new request at the back of the waiting queue. AlreadyExists for a live id; InvalidArgument
   // for an empty prompt; OutOfRange when it can never fit (CanEverFit). request.tenant salts its
-  // prefix-cache lookups (kv::MakeTenantSalt), so tenants never share pages.
+  // prefix-cache lookups (kv::MakeTenantSalt), so tenants never share pages; an empty tenant
+  // turns prefix sharing off for the request (no lookup, no publish).
   Status Add(const Request& request);
 
   // Adds a request whose KV is already in pages it holds (decode-only import): `seq` has
@@ -90,6 +92,15 @@ class Scheduler {
   // It joins the running set. ResourceExhausted at max_running_requests; AlreadyExists for a live
   // id (the sequence's pages are released then).
   Status AddRunning(std::unique_ptr<Sequence> seq);
+
+  // Adds a request whose KV is about to arrive (decode-only ReserveImport): `seq` holds its pages
+  // (tokens = prompt, kv.num_tokens = prompt length) and takes a running slot, but is not scheduled
+  // until StartImported. ResourceExhausted when running plus importing requests reach
+  // max_running_requests; AlreadyExists for a live id (its pages are released then).
+  Status AddImporting(std::unique_ptr<Sequence> seq);
+  // An importing request's KV has landed: it joins the running set (decode). FailedPrecondition
+  // unless it is importing.
+  Status StartImported(RequestId id);
 
   // Plans the next step (see the file comment); updates phases and page reservations.
   StepPlan Schedule();
@@ -109,7 +120,8 @@ class Scheduler {
   Sequence* Find(RequestId id) const;
   size_t num_waiting() const { return waiting_.size(); }
   size_t num_running() const { return running_.size(); }
-  size_t num_export_held() const { return requests_.size() - waiting_.size() - running_.size(); }
+  size_t num_importing() const { return importing_; }
+  size_t num_export_held() const { return requests_.size() - waiting_.size() - running_.size() - importing_; }
   size_t num_live() const { return requests_.size(); }
   // Page references held by live requests' block tables (a leak check adds the prefix cache's and
   // the ledger's and compares with the allocator's refcounts).
@@ -142,6 +154,7 @@ class Scheduler {
   std::deque<Sequence*> waiting_;   // FCFS; preempted requests rejoin at the front
   std::vector<Sequence*> running_;  // admission order; back() is the most recently admitted
   uint64_t next_admit_order_ = 1;
+  size_t importing_ = 0;  // requests in kImporting
   SchedulerCounters counters_;
 };
 

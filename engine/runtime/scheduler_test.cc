@@ -307,5 +307,26 @@ TEST_F(SchedulerTest, PrefixCacheSharesWholePromptPagesWithinATenant) {
   CheckPages();
 }
 
+TEST_F(SchedulerTest, RequestsWithoutATenantNeverSharePrefixPages) {
+  Make(/*pages=*/32, /*page_tokens=*/4, 1024, 64, /*prefix_cache=*/true);
+  const std::vector<int32_t> prompt = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
+  AddTokens(1, prompt);  // no tenant
+  Step();
+  AddTokens(2, prompt);  // no tenant, same prompt: no hit, and request 1 published nothing
+  AddTokens(3, prompt, "a");
+  Step();
+  EXPECT_EQ(sched_->Find(2)->cached_prompt_tokens, 0u);
+  EXPECT_EQ(cache_->counters().hits, 0u);
+  EXPECT_EQ(cache_->counters().queries, 1u);  // request 3's; tenant-less requests do not look up
+  for (size_t p = 0; p < 3; ++p) EXPECT_NE(sched_->Find(2)->kv.pages[p], sched_->Find(1)->kv.pages[p]);
+  AddTokens(4, prompt, "a");  // tenant "a" still shares
+  Step();
+  EXPECT_EQ(sched_->Find(4)->cached_prompt_tokens, 8u);
+  EXPECT_EQ(sched_->Find(4)->kv.pages[0], sched_->Find(3)->kv.pages[0]);
+  EXPECT_EQ(cache_->counters().hits, 1u);
+  EXPECT_EQ(cache_->cached_pages(), 2u);  // only tenant "a"'s two whole prompt pages
+  CheckPages();
+}
+
 }  // namespace
 }  // namespace tandem::engine::runtime

@@ -258,6 +258,12 @@ class Model:
         return np.einsum("qhc,hdc->qhd", o_lat, w_uv)
 
     # DSA indexer (GLM) ----------------------------------------------------------------------------------
+    def store_index_keys(self, k):
+        """What reading back roped indexer keys [t, index_head_dim] written to the cache gives: exact
+        here; the same-rounding references of test_engine_vs_reference.py round them as the engine's
+        page pool stores them."""
+        return k
+
     def index_select(self, a, h, q_resid, pos, cache, causal):
         """Narrows the causal mask [n, t] to each query's index_topk best keys."""
         w, ih, idim, topk = self.w, self.cfg["index_n_heads"], self.cfg["index_head_dim"], self.cfg["index_topk"]
@@ -267,7 +273,7 @@ class Model:
         k = layer_norm(h @ w[a + "indexer.wk.weight"].T, w[a + "indexer.k_norm.weight"],
                        w[a + "indexer.k_norm.bias"], 1e-6)
         k = np.concatenate([self.rope.apply(k[:, :r], pos), k[:, r:]], axis=-1)
-        cache["ik"] = np.concatenate([cache["ik"], k])
+        cache["ik"] = np.concatenate([cache["ik"], self.store_index_keys(k)])
         s = np.maximum(np.einsum("qhd,td->qht", q, cache["ik"]) * idim ** -0.5, 0.0)
         head_w = (h @ w[a + "indexer.weights_proj.weight"].T) * ih ** -0.5
         score = np.einsum("qh,qht->qt", head_w, s)

@@ -117,12 +117,15 @@ def requantized(weights, kind):
 
 
 class Bf16KvModel(rm.Model):
-    """The reference with its cached latent (normed c and roped k_r) rounded to BF16 as it enters the
-    cache; everything else float64. The DSA indexer keys stay unrounded (the engine keeps them fp32)."""
+    """The reference with its cached latent (normed c and roped k_r) and its DSA indexer keys rounded
+    to BF16 as they enter the cache (the page pool holds both); everything else float64."""
 
     def store(self, layer, x):
         """What reading back a latent value written to the cache gives."""
         return bf16_round(x)
+
+    def store_index_keys(self, k):
+        return bf16_round(k)
 
     def attention(self, layer, h, segs, layer_caches, absorbed):
         a = "model.layers.%d.self_attn." % layer
@@ -161,7 +164,16 @@ class Bf16KvModel(rm.Model):
 
 class Fp8KvModel(Bf16KvModel):
     """The cache as an FP8 e4m3 page pool holds it: per layer one scale, max|bf16 latent| / 448 over the
-    first batch written (the whole prefill), stored e4m3(bf16(x) / scale), read back bf16(code * scale)."""
+    first batch written (the whole prefill), stored e4m3(bf16(x) / scale), read back bf16(code * scale).
+    DSA indexer keys: one fp32 scale per token row, s = max|k| / 448 (1 for a zero row), stored
+    e4m3(k * (1 / s)) from the float32 keys, read back code * s in float32 (PagePool::WriteIndexKeys)."""
+
+    def store_index_keys(self, k):
+        k = np.asarray(k, np.float32)
+        amax = np.abs(k).max(-1, keepdims=True)
+        scale = np.where(amax > 0, amax / np.float32(448.0), np.float32(1.0)).astype(np.float32)
+        codes = e4m3_round(k * (np.float32(1.0) / scale))
+        return (codes * scale).astype(np.float64)
 
     scales = None
 

@@ -29,6 +29,7 @@
 #include "engine/model/forward.h"
 #include "engine/model/loader.h"
 #include "engine/model/presets.h"
+#include "engine/runtime/serving_engine.h"
 
 namespace tandem::engine::model {
 namespace {
@@ -136,30 +137,24 @@ Status Run(const Args& args) {
   RETURN_IF_ERROR(RequantizeModel(&weights, args.Get("--weights"), &pool));
   const ModelConfig& c = weights.config;
 
-  kv::PagePoolConfig pc;
-  pc.shape = {static_cast<size_t>(c.num_hidden_layers), static_cast<size_t>(c.kv_lora_rank),
-              static_cast<size_t>(c.qk_rope_head_dim)};
-  pc.dtype = args.Get("--kv") == "fp8" ? KvCacheDtype::kFp8E4M3 : KvCacheDtype::kBf16;
-  pc.page_tokens = static_cast<size_t>(std::max(1, std::atoi(args.Get("--page-tokens").c_str())));
-  pc.budget_bytes = 1;
-  ASSIGN_OR_RETURN(kv::PoolGeometry one, kv::ComputePoolGeometry([&] {
-                     auto p = pc;
-                     p.budget_bytes = 1 << 30;
-                     return p;
-                   }()));
+  const size_t page_tokens = static_cast<size_t>(std::max(1, std::atoi(args.Get("--page-tokens").c_str())));
   std::vector<KvSequence> seqs(prompts.size());
   size_t total_pages = 0;
   for (size_t i = 0; i < prompts.size(); ++i) {
-    const size_t tokens = prompts[i].size() + steps.size();
-    const size_t pages = (tokens + pc.page_tokens - 1) / pc.page_tokens;
+    const size_t pages = runtime::KvPagesForTokens(prompts[i].size() + steps.size(), page_tokens);
     // Pages handed out back to front, so logical order differs from physical order.
     for (size_t p = 0; p < pages; ++p)
       seqs[i].pages.push_back(static_cast<kv::PageId>(total_pages + pages - 1 - p));
     total_pages += pages;
   }
-  pc.budget_bytes = total_pages * one.page_bytes;
-  ASSIGN_OR_RETURN(std::unique_ptr<kv::PagePool> kv, kv::PagePool::Create(pc));
-  ASSIGN_OR_RETURN(std::unique_ptr<ModelRunner> runner, ModelRunner::Create(weights, &pool, kv.get()));
+  runtime::ServingConfig sc;
+  sc.model_weights = &weights;
+  sc.kv_dtype = args.Get("--kv") == "fp8" ? KvCacheDtype::kFp8E4M3 : KvCacheDtype::kBf16;
+  sc.page_tokens = page_tokens;
+  sc.kv_tokens = total_pages * page_tokens;
+  sc.threads = pool.num_threads();
+  ASSIGN_OR_RETURN(std::unique_ptr<runtime::ServingEngine> serving, runtime::ServingEngine::Open(sc));
+  ModelRunner* runner = &serving->runner();
 
   ForwardOptions options;
   const std::string form = args.Get("--form");
