@@ -17,29 +17,11 @@
 namespace tandem::engine::runtime {
 namespace {
 
-// A fresh engine over the tiny model (seed 11), opened through the front door with the knobs of
-// `config` and exactly `pages` KV pages.
-struct TinyEngine {
+// A fresh engine over tiny (seed 11): its own model, pool, runner and Engine.
+struct TinyEngine : DummyEngine {
   TinyEngine(size_t pages, size_t page_tokens, const EngineConfig& config,
-             KvCacheDtype kv = KvCacheDtype::kBf16, std::vector<float> fp8_scales = {}) {
-    ServingConfig sc;
-    sc.dummy_preset = "tiny";
-    sc.dummy_seed = 11;
-    sc.kv_dtype = kv;
-    sc.kv_fp8_layer_scales = std::move(fp8_scales);
-    sc.kv_tokens = pages * page_tokens;
-    sc.page_tokens = page_tokens;
-    sc.threads = 1;
-    sc.role = config.role;
-    sc.integrity = config.integrity;
-    sc.prefix_cache = config.prefix_cache;
-    sc.scheduler = config.scheduler;
-    serving = ServingEngine::Open(sc).value();
-    engine = &serving->engine();
-    EXPECT_EQ(serving->kv_pool().num_pages(), pages);
-  }
-  std::unique_ptr<ServingEngine> serving;
-  Engine* engine = nullptr;
+             KvCacheDtype kv = KvCacheDtype::kBf16, std::vector<float> fp8_scales = {})
+      : DummyEngine("tiny", 11, pages, page_tokens, config, kv, std::move(fp8_scales)) {}
 };
 
 std::vector<int32_t> RandomPrompt(std::mt19937& rng, int n) {

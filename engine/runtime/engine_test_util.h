@@ -12,6 +12,7 @@
 #include "engine/kv/page_pool.h"
 #include "engine/runtime/engine.h"
 #include "engine/runtime/hash_executor.h"
+#include "engine/runtime/serving_engine.h"
 
 namespace tandem::engine::runtime {
 
@@ -88,6 +89,33 @@ inline std::vector<int32_t> HashGreedyReference(std::vector<int32_t> context, si
   }
   return out;
 }
+
+// An engine over a dummy preset's model, opened through the front door with the knobs of `config`
+// (role, integrity, prefix cache, scheduler) and exactly `pages` KV pages.
+struct DummyEngine {
+  DummyEngine(const char* preset, uint64_t seed, size_t pages, size_t page_tokens, const EngineConfig& config,
+              KvCacheDtype kv = KvCacheDtype::kBf16, std::vector<float> fp8_scales = {}) {
+    ServingConfig sc;
+    sc.dummy_preset = preset;
+    sc.dummy_seed = seed;
+    sc.kv_dtype = kv;
+    sc.kv_fp8_layer_scales = std::move(fp8_scales);
+    sc.kv_tokens = pages * page_tokens;
+    sc.page_tokens = page_tokens;
+    sc.threads = 1;
+    sc.role = config.role;
+    sc.integrity = config.integrity;
+    sc.prefix_cache = config.prefix_cache;
+    sc.scheduler = config.scheduler;
+    serving = ServingEngine::Open(sc).value();
+    pool = &serving->kv_pool();
+    engine = &serving->engine();
+    EXPECT_EQ(pool->num_pages(), pages);
+  }
+  std::unique_ptr<ServingEngine> serving;
+  kv::PagePool* pool = nullptr;
+  Engine* engine = nullptr;
+};
 
 // The transfer as the agent runs it, in one process: every page of `exported` converted and
 // written into `decode`'s reservation `r` with its tag, then committed with the sender's digest.
