@@ -96,7 +96,8 @@ StatusOr<std::unique_ptr<Engine::RequestState>> Engine::MakeState(const Request&
 
 StatusOr<RequestId> Engine::Submit(const Request& request) {
   if (config_.role == EngineRole::kDecodeOnly) {
-    return Status::FailedPrecondition("a decode-only engine takes requests through ImportKv, not Submit");
+    return Status::FailedPrecondition(
+        "a decode-only engine takes requests through ReserveImport, not Submit");
   }
   if (request.prompt.empty()) return Status::InvalidArgument("the prompt is empty");
   RETURN_IF_ERROR(ValidateTokens(request.prompt, "prompt"));

@@ -128,7 +128,7 @@ struct EngineStats {
   uint64_t pages_deferred = 0;         // parked until their transfer ends
   uint64_t running = 0;                // tandem_requests_running
   uint64_t waiting = 0;                // tandem_requests_waiting
-  uint64_t export_held = 0;            // prefill-only: prefilled, waiting for ReleaseExported
+  uint64_t export_held = 0;            // prefill-only: prefilled, waiting for ExportKv / FinishExport
   std::array<uint64_t, 5> finished{};  // by FinishReason (tandem_requests_finished_total{reason})
   uint64_t exported = 0;               // prefill-only requests handed off (FinishExport)
   uint64_t export_failures = 0;        // exports that ended failed (FinishExport)

@@ -6,7 +6,11 @@ Fails (exit 1, one line per violation) when:
     Kubernetes code, or a higher layer (agent/, controller/, proto/, tools/);
   - engine/ uses CUDA headers or .cu files outside an engine/**/cuda/ folder;
   - controller/ includes or links engine/ or CUDA (and never the agent);
-  - common/ includes anything but the standard library and common/ itself.
+  - common/ includes anything but the standard library and common/ itself;
+  - a layer of the engine (engine/<layer>/, ENGINE_LAYERS) includes a layer that is not below it,
+    or its tandem_engine_<layer> library links one in engine/CMakeLists.txt. Tests (*_test.cc and
+    their *test_util.h helpers), *_tool.cc programs and the bench/, tools/, fuzz/ and cuda/
+    folders are not in the layer libraries and may include any part of the engine.
 """
 import argparse
 import os
@@ -28,6 +32,23 @@ THIRD_PARTY_NET = [
 ]
 CUDA_HEADERS = re.compile(r"^(cuda[_a-z0-9]*\.h|cuda/|cublas|cublasLt|nccl|cub/|thrust/|cute/|cutlass/|curand|nvtx|cusparse|cufft)")
 HIGHER_THAN_ENGINE = re.compile(r"^(agent|controller|proto|tools|tests)/")
+
+# Each engine layer and the layers directly below it, as linked in engine/CMakeLists.txt; a layer
+# may include any layer reachable from it (docs/architecture.md, "Dependency rules").
+ENGINE_LAYERS = {
+    "core": [],
+    "formats": ["core"],
+    "io": ["core", "formats"],
+    "kernels": ["core", "formats"],
+    "kv": ["core", "formats"],
+    "text": ["io"],
+    "model": ["core", "formats", "io", "kernels", "kv", "text"],
+    "runtime": ["core", "kv", "model", "text"],
+}
+ENGINE_INCLUDE_RE = re.compile(r"^engine/([^/]+)/")
+ENGINE_EXEMPT_DIRS = ("bench", "tools", "fuzz", "cuda")
+ENGINE_LINK_RE = re.compile(r"target_link_libraries\(\s*tandem_engine_(\w+)\b([^)]*)\)")
+ENGINE_TARGET_RE = re.compile(r"\btandem_engine\w*")
 
 CMAKE_LINK_RULES = {
     "engine": [(re.compile(r"gRPC::|protobuf::|yaml-cpp|prometheus-cpp::|Boost::|OpenSSL::|tandem_(agent|controller|proto)\b"),
@@ -74,6 +95,79 @@ def check_engine(root):
     return errors
 
 
+def layers_below(layer):
+    """The layers `layer` may use: everything reachable through ENGINE_LAYERS, and itself."""
+    seen, todo = {layer}, list(ENGINE_LAYERS[layer])
+    while todo:
+        below = todo.pop()
+        if below not in seen:
+            seen.add(below)
+            todo.extend(ENGINE_LAYERS[below])
+    return seen
+
+
+def may_use(layer, allowed):
+    others = sorted(allowed - {layer})
+    if not others:
+        return f"engine/{layer}/ may use no other layer"
+    return f"engine/{layer}/ may use only {', '.join(others)}"
+
+
+def in_engine_layer_library(rel):
+    """True for a source the layer libraries build: not a test, tool, benchmark, fuzzer or CUDA."""
+    parts = rel.replace(os.sep, "/").split("/")
+    name = parts[-1]
+    if name.endswith(("_test.cc", "test_util.h", "_tool.cc")):
+        return False
+    return not any(p in ENGINE_EXEMPT_DIRS for p in parts[1:-1])
+
+
+def check_engine_layers(root):
+    errors = []
+    for rel, path in iter_sources(root, "engine"):
+        parts = rel.replace(os.sep, "/").split("/")
+        if len(parts) < 3 or not in_engine_layer_library(rel):
+            continue
+        layer = parts[1]
+        if layer not in ENGINE_LAYERS:
+            errors.append(f"{rel}: engine/{layer}/ is not an engine layer "
+                          "(add it to ENGINE_LAYERS and engine/CMakeLists.txt)")
+            continue
+        allowed = layers_below(layer)
+        for lineno, _, inc in includes(path):
+            m = ENGINE_INCLUDE_RE.match(inc)
+            if m and m.group(1) not in allowed:
+                errors.append(f"{rel}:{lineno}: includes {inc}: {may_use(layer, allowed)}")
+    return errors + check_engine_layer_links(root)
+
+
+def engine_layer_links(root):
+    """[(line, layer, [linked targets])] for each target_link_libraries(tandem_engine_<layer> ...)."""
+    path = os.path.join(root, "engine", "CMakeLists.txt")
+    if not os.path.exists(path):
+        return []
+    with open(path, encoding="utf-8") as f:
+        code = "".join(line.split("#", 1)[0].rstrip("\n") + "\n" for line in f)
+    links = []
+    for m in ENGINE_LINK_RE.finditer(code):
+        if m.group(1) in ENGINE_LAYERS:
+            targets = [t.group(0) for t in ENGINE_TARGET_RE.finditer(m.group(2))]
+            links.append((code.count("\n", 0, m.start()) + 1, m.group(1), targets))
+    return links
+
+
+def check_engine_layer_links(root):
+    """engine/CMakeLists.txt links each tandem_engine_<layer> only to layers below it."""
+    errors = []
+    for lineno, layer, targets in engine_layer_links(root):
+        allowed = layers_below(layer)
+        for target in targets:
+            if target.removeprefix("tandem_engine_") not in allowed - {layer}:
+                errors.append(f"engine/CMakeLists.txt:{lineno}: tandem_engine_{layer} links {target}: "
+                              f"{may_use(layer, allowed)}")
+    return errors
+
+
 def check_controller(root):
     errors = []
     for rel, path in iter_sources(root, "controller"):
@@ -116,7 +210,8 @@ def check_cmake(root):
 
 
 def check_tree(root):
-    return check_engine(root) + check_controller(root) + check_common(root) + check_cmake(root)
+    return (check_engine(root) + check_engine_layers(root) + check_controller(root)
+            + check_common(root) + check_cmake(root))
 
 
 def main(argv):
