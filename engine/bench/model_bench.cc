@@ -244,7 +244,7 @@ void RegisterAll() {
     for (KvCacheDtype kv : kKvDtypes) {
       for (int threads : {1, 2}) {
         const std::string tail = std::string(FormatName(f)) + "/kv:" + KvName(kv);
-        for (int64_t batch : {1, 8, 32}) {
+        for (int64_t batch : {1, 8, 32, 64}) {
           const std::string name =
               "decode/" + tail + "/batch:" + std::to_string(batch) + "/threads:" + std::to_string(threads);
           benchmark::RegisterBenchmark(name.c_str(), BM_Decode, f, kv, batch, threads, DecodeMode::kWarm)

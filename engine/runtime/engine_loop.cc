@@ -95,7 +95,9 @@ void EngineLoop::Stop() {
     stopping_ = true;
   }
   cv_.notify_one();
-  if (thread_.joinable() && !OnStepThread()) thread_.join();
+  if (OnStepThread()) return;  // from a sink: the thread ends after this call; the destructor joins
+  std::lock_guard<std::mutex> lock(join_mu_);  // two threads stopping at once join once
+  if (thread_.joinable()) thread_.join();
 }
 
 void EngineLoop::Dispatch(std::vector<RequestOutput> outputs) {

@@ -80,6 +80,7 @@ class EngineLoop {
   bool woken_ = false;                         // guarded by mu_
   EngineStats stats_;                          // guarded by mu_
   std::unordered_map<RequestId, Sink> sinks_;  // step thread only
+  std::mutex join_mu_;
   std::thread thread_;
 };
 

@@ -131,8 +131,10 @@ TEST(EngineLoopTest, StopEndsEveryLiveRequestOnceAndRefusesLaterCalls) {
     r.params.ignore_eos = true;
     ASSERT_TRUE(loop.Submit(r, got.SinkFor(key)).ok());
   }
-  got.WaitForTokens(5, 2);  // all of them are decoding by now
+  got.WaitForTokens(5, 2);                  // all of them are decoding by now
+  std::thread other([&] { loop.Stop(); });  // two threads stopping at once
   loop.Stop();
+  other.join();
   loop.Stop();  // idempotent
   const auto runs = got.runs();
   ASSERT_EQ(runs.size(), 6u);
@@ -143,6 +145,34 @@ TEST(EngineLoopTest, StopEndsEveryLiveRequestOnceAndRefusesLaterCalls) {
   }
   EXPECT_EQ(loop.Submit(GreedyRequest({1, 2}, 2), got.SinkFor(99)).status().code(), StatusCode::kUnavailable);
   EXPECT_EQ(loop.Stats().pages_held, 0u);
+}
+
+// A sink may call the loop (it runs inline on the step thread): here it cancels its own request at
+// the first token and submits a follow-up, as an HTTP handler reacting to a client would.
+TEST(EngineLoopTest, SinksMayCallTheLoop) {
+  HashEngine h(64, 4, {});
+  EngineLoop loop(h.engine.get());
+  Collector got;
+  bool acted = false;  // step thread only
+  EngineLoop::Sink inner = got.SinkFor(1);
+  const RequestId id =
+      loop.Submit(GreedyRequest(LoopPrompt(6, 1), 50),
+                  [&](RequestOutput out) {
+                    const bool first = !out.new_tokens.empty() && !out.finish;
+                    inner(out);
+                    if (first && !acted) {
+                      acted = true;
+                      EXPECT_TRUE(loop.Cancel(out.id).ok());
+                      EXPECT_TRUE(loop.Submit(GreedyRequest(LoopPrompt(4, 2), 3), got.SinkFor(2)).ok());
+                    }
+                  })
+          .value();
+  EXPECT_NE(id, 0u);
+  got.WaitForDone(2);
+  const auto runs = got.runs();
+  EXPECT_EQ(runs.at(1).finish, FinishReason::kCancelled);
+  EXPECT_EQ(runs.at(2).finish, FinishReason::kLength);
+  EXPECT_EQ(runs.at(2).tokens, HashGreedyReference(LoopPrompt(4, 2), 3));
 }
 
 // The whole transfer through two loops, pages written from the caller's thread; then a
