@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <random>
+#include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -74,6 +75,64 @@ TEST(ConvertTest, TableFp8ToBf16MatchesRefForEveryCode) {
     }
   }
 }
+
+}  // namespace
+}  // namespace tandem::engine
+
+namespace tandem::engine {
+namespace {
+
+// Every variant the machine has (the ISA override limits the others away), each held to the
+// scalar reference bit for bit: every bf16 bit pattern (NaNs, infinities, subnormals, the round-to-
+// even ties of the e4m3 grid) under scales that put them in every e4m3 range, and every tail length.
+class ConvertIsaTest : public ::testing::TestWithParam<ConvertIsa> {
+ protected:
+  void TearDown() override { LimitConvertIsaForTesting(ConvertIsa::kAvx512); }
+};
+
+TEST_P(ConvertIsaTest, Bf16ToFp8IsTheReferenceForEveryInput) {
+  LimitConvertIsaForTesting(GetParam());
+  std::vector<uint16_t> all(65536);
+  for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<uint16_t>(i);
+  std::vector<uint8_t> want(all.size()), got(all.size());
+  for (float inv_scale : {1.0f, 1.0f / 0.02f, 448.0f, 1.0f / 448.0f, 3.7f, 1e-30f, 1e30f}) {
+    ConvertBf16ToFp8E4M3Ref(all.data(), want.data(), all.size(), inv_scale);
+    ConvertBf16ToFp8E4M3(all.data(), got.data(), all.size(), inv_scale);
+    for (size_t i = 0; i < all.size(); ++i) {
+      ASSERT_EQ(got[i], want[i]) << "bf16 0x" << std::hex << i << " inv_scale " << inv_scale;
+    }
+  }
+  for (size_t n = 0; n <= 40; ++n) {  // tails, and nothing written past n
+    std::vector<uint16_t> in = RandomBf16(n, 3.0f, static_cast<uint32_t>(n + 100));
+    std::vector<uint8_t> ref(n + 1, 0xAB), out(n + 1, 0xAB);
+    ConvertBf16ToFp8E4M3Ref(in.data(), ref.data(), n, 50.0f);
+    ConvertBf16ToFp8E4M3(in.data(), out.data(), n, 50.0f);
+    EXPECT_EQ(out, ref) << "n=" << n;
+  }
+}
+
+TEST_P(ConvertIsaTest, TableFp8ToBf16IsTheReferenceForEveryCode) {
+  LimitConvertIsaForTesting(GetParam());
+  std::vector<uint8_t> codes(256 * 3 + 5);
+  for (size_t i = 0; i < codes.size(); ++i) codes[i] = static_cast<uint8_t>(i * 7);
+  std::vector<uint16_t> want(codes.size()), got(codes.size());
+  for (float scale : {1.0f, 0.02f, 1e-3f}) {
+    ConvertFp8E4M3ToBf16Ref(codes.data(), want.data(), codes.size(), scale);
+    ConvertFp8E4M3ToBf16(codes.data(), got.data(), codes.size(), scale);
+    EXPECT_EQ(got, want) << "scale " << scale;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Isa, ConvertIsaTest,
+                         ::testing::Values(ConvertIsa::kPortable, ConvertIsa::kAvx2, ConvertIsa::kAvx512),
+                         [](const ::testing::TestParamInfo<ConvertIsa>& info) {
+                           switch (info.param) {
+                             case ConvertIsa::kPortable: return std::string("portable");
+                             case ConvertIsa::kAvx2: return std::string("avx2");
+                             case ConvertIsa::kAvx512: return std::string("avx512");
+                           }
+                           return std::string("unknown");
+                         });
 
 }  // namespace
 }  // namespace tandem::engine

@@ -156,7 +156,7 @@ Status PagePool::WriteRows(PageId page, size_t layer, size_t first_token,
     return Status::Ok();
   }
   RETURN_IF_ERROR(CalibrateLayerScale(layer, bf16_rows));
-  ConvertBf16ToFp8E4M3Ref(bf16_rows.data(), dst, bf16_rows.size(), 1.0f / scales_[layer]);
+  ConvertBf16ToFp8E4M3(bf16_rows.data(), dst, bf16_rows.size(), 1.0f / scales_[layer]);
   return Status::Ok();
 }
 
