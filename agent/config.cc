@@ -87,8 +87,9 @@ Status ParseListen(const YAML::Node& n, AgentConfig* c) {
 }
 
 Status ParseModel(const YAML::Node& n, AgentConfig* c) {
-  RETURN_IF_ERROR(CheckKeys(n, "model", {"path", "dummy", "weights"}));
+  RETURN_IF_ERROR(CheckKeys(n, "model", {"path", "dummy", "weights", "name"}));
   RETURN_IF_ERROR(ReadString(n, "model", "path", &c->model_path));
+  RETURN_IF_ERROR(ReadString(n, "model", "name", &c->served_model_name));
   if (YAML::Node d = n["dummy"]) {
     RETURN_IF_ERROR(CheckKeys(d, "model.dummy", {"preset", "seed"}));
     RETURN_IF_ERROR(ReadString(d, "model.dummy", "preset", &c->dummy_preset));
@@ -120,10 +121,78 @@ Status ParseIntegrity(const YAML::Node& n, AgentConfig* c) {
   return ReadBool(n, "integrity", "transferChecksum", &c->transfer_checksum);
 }
 
+Status ReadStringList(const YAML::Node& parent, std::string_view where, const char* key,
+                      std::vector<std::string>* out) {
+  YAML::Node n = parent[key];
+  if (!n) return Status::Ok();
+  if (!n.IsSequence()) return Status::InvalidArgument(Join(where, key) + ": must be a list of strings");
+  out->clear();
+  for (size_t i = 0; i < n.size(); ++i) {
+    if (!n[i].IsScalar() || n[i].Scalar().empty()) {
+      return Status::InvalidArgument(Join(where, key) + "[" + std::to_string(i) +
+                                     "]: must be a non-empty string");
+    }
+    out->push_back(n[i].Scalar());
+  }
+  return Status::Ok();
+}
+
+Status ParseEngine(const YAML::Node& n, AgentConfig* c) {
+  RETURN_IF_ERROR(CheckKeys(n, "engine", {"threads", "prefixCache", "transferTimeoutMs", "queueWaitMs"}));
+  uint64_t threads = static_cast<uint64_t>(c->threads);
+  RETURN_IF_ERROR(ReadUint(n, "engine", "threads", 0, 256, &threads));
+  c->threads = static_cast<int>(threads);
+  RETURN_IF_ERROR(ReadBool(n, "engine", "prefixCache", &c->prefix_cache));
+  RETURN_IF_ERROR(ReadUint(n, "engine", "transferTimeoutMs", 1, 3'600'000, &c->transfer_timeout_ms));
+  return ReadUint(n, "engine", "queueWaitMs", 0, 3'600'000, &c->queue_wait_ms);
+}
+
+Status ParseApi(const YAML::Node& n, AgentConfig* c) {
+  RETURN_IF_ERROR(
+      CheckKeys(n, "api", {"defaultMaxTokens", "maxBodyBytes", "headerTimeoutMs", "maxInflight"}));
+  uint64_t max_tokens = static_cast<uint64_t>(c->default_max_tokens);
+  RETURN_IF_ERROR(ReadUint(n, "api", "defaultMaxTokens", 1, 1u << 20, &max_tokens));
+  c->default_max_tokens = static_cast<int32_t>(max_tokens);
+  RETURN_IF_ERROR(ReadUint(n, "api", "maxBodyBytes", 1024, 1ull << 30, &c->max_body_bytes));
+  RETURN_IF_ERROR(ReadUint(n, "api", "headerTimeoutMs", 1, 600'000, &c->header_timeout_ms));
+  return ReadUint(n, "api", "maxInflight", 1, 1u << 20, &c->max_inflight);
+}
+
+Status ParseAuth(const YAML::Node& n, AgentConfig* c) {
+  RETURN_IF_ERROR(CheckKeys(n, "auth", {"apiKeys", "apiKeyFile"}));
+  RETURN_IF_ERROR(ReadString(n, "auth", "apiKeyFile", &c->api_key_file));
+  YAML::Node keys = n["apiKeys"];
+  if (!keys) return Status::Ok();
+  if (!keys.IsSequence()) return Status::InvalidArgument("auth.apiKeys: must be a list of {key, tenant}");
+  for (size_t i = 0; i < keys.size(); ++i) {
+    const std::string where = "auth.apiKeys[" + std::to_string(i) + "]";
+    RETURN_IF_ERROR(CheckKeys(keys[i], where, {"key", "tenant"}));
+    ApiKey key;
+    RETURN_IF_ERROR(ReadString(keys[i], where, "key", &key.key));
+    RETURN_IF_ERROR(ReadString(keys[i], where, "tenant", &key.tenant));
+    if (key.key.empty() || key.tenant.empty()) {
+      return Status::InvalidArgument(where + ": key and tenant are required");
+    }
+    c->api_keys.push_back(std::move(key));
+  }
+  return Status::Ok();
+}
+
+Status ParseRouter(const YAML::Node& n, AgentConfig* c) {
+  RETURN_IF_ERROR(
+      CheckKeys(n, "router", {"prefill", "decode", "prefillService", "decodeService", "refreshMs"}));
+  RETURN_IF_ERROR(ReadStringList(n, "router", "prefill", &c->prefill_endpoints));
+  RETURN_IF_ERROR(ReadStringList(n, "router", "decode", &c->decode_endpoints));
+  RETURN_IF_ERROR(ReadString(n, "router", "prefillService", &c->prefill_service));
+  RETURN_IF_ERROR(ReadString(n, "router", "decodeService", &c->decode_service));
+  return ReadUint(n, "router", "refreshMs", 10, 600'000, &c->refresh_ms);
+}
+
 Status ParseRoot(const YAML::Node& root, AgentConfig* c) {
   if (!root || root.IsNull()) return Status::Ok();  // an empty file: all defaults
-  RETURN_IF_ERROR(
-      CheckKeys(root, "", {"role", "deployment", "pool", "listen", "model", "kvCache", "integrity"}));
+  RETURN_IF_ERROR(CheckKeys(root, "",
+                            {"role", "deployment", "pool", "listen", "model", "kvCache", "integrity",
+                             "engine", "api", "auth", "router", "shutdownGraceMs"}));
   std::string role(RoleName(c->role));
   RETURN_IF_ERROR(ReadString(root, "", "role", &role));
   StatusOr<Role> r = ParseRole(role);
@@ -136,7 +205,11 @@ Status ParseRoot(const YAML::Node& root, AgentConfig* c) {
   if (YAML::Node n = root["model"]) RETURN_IF_ERROR(ParseModel(n, c));
   if (YAML::Node n = root["kvCache"]) RETURN_IF_ERROR(ParseKvCache(n, c));
   if (YAML::Node n = root["integrity"]) RETURN_IF_ERROR(ParseIntegrity(n, c));
-  return Status::Ok();
+  if (YAML::Node n = root["engine"]) RETURN_IF_ERROR(ParseEngine(n, c));
+  if (YAML::Node n = root["api"]) RETURN_IF_ERROR(ParseApi(n, c));
+  if (YAML::Node n = root["auth"]) RETURN_IF_ERROR(ParseAuth(n, c));
+  if (YAML::Node n = root["router"]) RETURN_IF_ERROR(ParseRouter(n, c));
+  return ReadUint(root, "", "shutdownGraceMs", 0, 3'600'000, &c->shutdown_grace_ms);
 }
 
 }  // namespace
@@ -160,7 +233,10 @@ StatusOr<Role> ParseRole(std::string_view name) {
 }
 
 Status ValidateAgentConfig(const AgentConfig& c) {
-  if (c.http_port == c.grpc_port || c.http_port == c.metrics_port || c.grpc_port == c.metrics_port) {
+  // Port 0 (any free port) is only set from flags and tests; the file requires 1..65535.
+  auto clash = [](uint16_t a, uint16_t b) { return a != 0 && a == b; };
+  if (clash(c.http_port, c.grpc_port) || clash(c.http_port, c.metrics_port) ||
+      clash(c.grpc_port, c.metrics_port)) {
     return Status::InvalidArgument("listen: httpPort, grpcPort and metricsPort must differ");
   }
   if (c.role != Role::kRouter && c.model_path.empty() == c.dummy_preset.empty()) {
@@ -170,10 +246,38 @@ Status ValidateAgentConfig(const AgentConfig& c) {
   if (c.deployment.empty() || c.pool.empty()) {
     return Status::InvalidArgument("deployment and pool must not be empty (they label every metric)");
   }
+  if (c.role == Role::kRouter) {
+    if (c.prefill_endpoints.empty() && c.prefill_service.empty()) {
+      return Status::InvalidArgument(
+          "router.prefill: a router needs prefill members (a list or router.prefillService)");
+    }
+    if (c.decode_endpoints.empty() && c.decode_service.empty()) {
+      return Status::InvalidArgument(
+          "router.decode: a router needs decode members (a list or router.decodeService)");
+    }
+  }
   return Status::Ok();
 }
 
-StatusOr<AgentConfig> ParseAgentConfig(std::string_view yaml_text) {
+StatusOr<std::vector<ApiKey>> ParseApiKeyText(std::string_view text) {
+  std::vector<ApiKey> keys;
+  std::istringstream in{std::string(text)};
+  std::string line;
+  for (int number = 1; std::getline(in, line); ++number) {
+    std::istringstream fields(line);
+    ApiKey key;
+    if (!(fields >> key.key) || key.key[0] == '#') continue;
+    std::string extra;
+    if (!(fields >> key.tenant)) key.tenant = "default";
+    if (fields >> extra) {
+      return Status::InvalidArgument("line " + std::to_string(number) + ": expected \"KEY TENANT\"");
+    }
+    keys.push_back(std::move(key));
+  }
+  return keys;
+}
+
+StatusOr<AgentConfig> ParseAgentConfig(std::string_view yaml_text, bool validate) {
   AgentConfig config;
   try {
     YAML::Node root = YAML::Load(std::string(yaml_text));
@@ -181,16 +285,16 @@ StatusOr<AgentConfig> ParseAgentConfig(std::string_view yaml_text) {
   } catch (const YAML::Exception& e) {
     return Status::InvalidArgument(std::string("malformed YAML: ") + e.what());
   }
-  RETURN_IF_ERROR(ValidateAgentConfig(config));
+  if (validate) RETURN_IF_ERROR(ValidateAgentConfig(config));
   return config;
 }
 
-StatusOr<AgentConfig> LoadAgentConfig(const std::string& path) {
+StatusOr<AgentConfig> LoadAgentConfig(const std::string& path, bool validate) {
   std::ifstream in(path);
   if (!in) return Status::NotFound(path + ": cannot open");
   std::ostringstream text;
   text << in.rdbuf();
-  StatusOr<AgentConfig> config = ParseAgentConfig(text.str());
+  StatusOr<AgentConfig> config = ParseAgentConfig(text.str(), validate);
   if (!config.ok()) return config.status().WithContext(path);
   return config;
 }

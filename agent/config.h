@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "common/status.h"
 #include "engine/core/dtype.h"
@@ -15,6 +16,12 @@ enum class Role { kRouter, kPrefill, kDecode, kStandalone };
 
 std::string_view RoleName(Role role);
 StatusOr<Role> ParseRole(std::string_view name);
+
+// An API key and the tenant it authenticates (the tenant salts prefix-cache sharing).
+struct ApiKey {
+  std::string key;
+  std::string tenant;
+};
 
 struct AgentConfig {
   Role role = Role::kStandalone;
@@ -38,13 +45,55 @@ struct AgentConfig {
 
   bool page_tags = true;
   bool transfer_checksum = true;
+
+  // model.name: the id /v1/models lists and requests name (default: the path's last component,
+  // or "dummy-<preset>").
+  std::string served_model_name;
+
+  // engine: forward-pass threads (0: all cores, at most 16), prefix cache (tenant-salted), how long
+  // a KV transfer may take before it is aborted, how long a decode agent waits for free pages.
+  int threads = 0;
+  bool prefix_cache = true;
+  uint64_t transfer_timeout_ms = 30'000;
+  uint64_t queue_wait_ms = 10'000;
+
+  // api: the OpenAI front (router, standalone).
+  int32_t default_max_tokens = 256;
+  uint64_t max_body_bytes = 8u << 20;
+  uint64_t header_timeout_ms = 10'000;
+  uint64_t max_inflight = 256;  // requests at once; more get 429 with Retry-After
+
+  // auth: API keys (inline, or a file of "KEY TENANT" lines). None: no authentication, and every
+  // request belongs to the tenant "default".
+  std::vector<ApiKey> api_keys;
+  std::string api_key_file;
+
+  // router: pool members as host:port (static lists), or a headless Service's DNS name with the
+  // gRPC port (re-resolved every refresh_ms).
+  std::vector<std::string> prefill_endpoints;
+  std::vector<std::string> decode_endpoints;
+  std::string prefill_service;
+  std::string decode_service;
+  uint64_t refresh_ms = 500;
+
+  // SIGTERM: stop admitting, let in-flight requests finish for this long, then fail the rest.
+  uint64_t shutdown_grace_ms = 30'000;
+
+  // Test-only fault injection (PrefillRequest.fault); set only by --enable-fault-injection.
+  bool fault_injection = false;
 };
 
+// API keys as text (auth.apiKeyFile, the TANDEM_API_KEYS environment variable): lines
+// "KEY TENANT", or a bare "KEY" (tenant "default"); blank lines and '#' comments skipped.
+StatusOr<std::vector<ApiKey>> ParseApiKeyText(std::string_view text);
+
 // Parses YAML text. Every error names the offending key: `grpcPort: must be in 1..65535`.
-StatusOr<AgentConfig> ParseAgentConfig(std::string_view yaml_text);
+// With validate = false the cross-field checks are left to the caller (tandem-agent applies its
+// command-line flags first, then calls ValidateAgentConfig).
+StatusOr<AgentConfig> ParseAgentConfig(std::string_view yaml_text, bool validate = true);
 
 // Reads and parses a file; errors are prefixed with the path.
-StatusOr<AgentConfig> LoadAgentConfig(const std::string& path);
+StatusOr<AgentConfig> LoadAgentConfig(const std::string& path, bool validate = true);
 
 // Cross-field checks (also run by the parsers).
 Status ValidateAgentConfig(const AgentConfig& config);

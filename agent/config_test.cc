@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -48,7 +49,8 @@ TEST(AgentConfigTest, DummyModelAndDefaults) {
 }
 
 TEST(AgentConfigTest, RouterNeedsNoModel) {
-  StatusOr<AgentConfig> c = ParseAgentConfig("role: router\n");
+  StatusOr<AgentConfig> c =
+      ParseAgentConfig("role: router\nrouter: {prefill: [\"a:1\"], decode: [\"b:2\"]}\n");
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_EQ(c->role, Role::kRouter);
 }
@@ -102,6 +104,68 @@ TEST(AgentConfigTest, LoadFromFile) {
   StatusOr<AgentConfig> missing = LoadAgentConfig(path);
   EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
   EXPECT_NE(missing.status().message().find(path), std::string::npos);
+}
+
+}  // namespace
+}  // namespace tandem::agent
+
+namespace tandem::agent {
+namespace {
+
+TEST(AgentConfigTest, ServingSections) {
+  StatusOr<AgentConfig> c = ParseAgentConfig(R"(
+role: router
+model: {path: /models/tiny, name: tiny-chat}
+engine: {threads: 4, prefixCache: false, transferTimeoutMs: 5000, queueWaitMs: 100}
+api: {defaultMaxTokens: 64, maxBodyBytes: 65536, headerTimeoutMs: 2000, maxInflight: 8}
+auth: {apiKeys: [{key: k1, tenant: bank}]}
+router: {prefill: ["10.0.0.1:50051"], decodeService: "kimi-decode.ns.svc:50051", refreshMs: 100}
+shutdownGraceMs: 1000
+)");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->served_model_name, "tiny-chat");
+  EXPECT_EQ(c->threads, 4);
+  EXPECT_FALSE(c->prefix_cache);
+  EXPECT_EQ(c->transfer_timeout_ms, 5000u);
+  EXPECT_EQ(c->queue_wait_ms, 100u);
+  EXPECT_EQ(c->default_max_tokens, 64);
+  EXPECT_EQ(c->max_body_bytes, 65536u);
+  EXPECT_EQ(c->max_inflight, 8u);
+  ASSERT_EQ(c->api_keys.size(), 1u);
+  EXPECT_EQ(c->api_keys[0].tenant, "bank");
+  EXPECT_EQ(c->prefill_endpoints, std::vector<std::string>{"10.0.0.1:50051"});
+  EXPECT_EQ(c->decode_service, "kimi-decode.ns.svc:50051");
+  EXPECT_EQ(c->shutdown_grace_ms, 1000u);
+}
+
+TEST(AgentConfigTest, ServingErrorsNameTheField) {
+  struct Case {
+    const char* yaml;
+    const char* expect;
+  };
+  for (const Case& t : std::vector<Case>{
+           {"role: router\n", "router.prefill"},
+           {"role: router\nrouter: {prefill: [a:1]}\n", "router.decode"},
+           {"engine: {threads: -1}\nmodel: {path: x}\n", "engine.threads"},
+           {"api: {maxBodyBytes: 10}\nmodel: {path: x}\n", "api.maxBodyBytes"},
+           {"auth: {apiKeys: [{key: k}]}\nmodel: {path: x}\n", "auth.apiKeys[0]"},
+           {"router: {prefill: [\"\"]}\nmodel: {path: x}\n", "router.prefill[0]"},
+           {"engine: {bogus: 1}\nmodel: {path: x}\n", "engine.bogus"},
+       }) {
+    StatusOr<AgentConfig> c = ParseAgentConfig(t.yaml);
+    ASSERT_FALSE(c.ok()) << t.yaml;
+    EXPECT_NE(c.status().message().find(t.expect), std::string::npos) << c.status().ToString();
+  }
+}
+
+TEST(AgentConfigTest, ApiKeyText) {
+  StatusOr<std::vector<ApiKey>> keys = ParseApiKeyText("# keys\nk1 bank\n\nk2\n");
+  ASSERT_TRUE(keys.ok()) << keys.status().ToString();
+  ASSERT_EQ(keys->size(), 2u);
+  EXPECT_EQ((*keys)[0].key, "k1");
+  EXPECT_EQ((*keys)[0].tenant, "bank");
+  EXPECT_EQ((*keys)[1].tenant, "default");
+  EXPECT_FALSE(ParseApiKeyText("k1 bank extra\n").ok());
 }
 
 }  // namespace

@@ -10,7 +10,7 @@ namespace {
 
 TEST(ProtoTest, PushKvMessageRoundTrips) {
   PushKvMessage msg;
-  msg.set_transfer_id("t-1");
+  msg.set_transfer_id(41);
   KvPage* page = msg.mutable_page();
   page->set_logical_page(3);
   page->set_data(std::string(576, '\x7e'));
@@ -38,11 +38,11 @@ TEST(ProtoTest, ServicesAreGenerated) {
   const auto* file = PushKvMessage::descriptor()->file();
   const auto* decode = file->FindServiceByName("DecodeAgent");
   ASSERT_NE(decode, nullptr);
-  EXPECT_NE(decode->FindMethodByName("Reserve"), nullptr);
   EXPECT_TRUE(decode->FindMethodByName("PushKv")->client_streaming());
   EXPECT_TRUE(decode->FindMethodByName("Generate")->server_streaming());
   ASSERT_NE(file->FindServiceByName("PrefillAgent"), nullptr);
   EXPECT_NE(file->FindServiceByName("PrefillAgent")->FindMethodByName("Prefill"), nullptr);
+  ASSERT_NE(file->FindServiceByName("AgentStatus"), nullptr);
 }
 
 }  // namespace

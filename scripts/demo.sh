@@ -1,17 +1,48 @@
 #!/usr/bin/env bash
 # The main job, from a fresh Debian 12 machine:  bash scripts/demo.sh
-# Installs dependencies, builds, runs the engine's end-to-end demo (`tandem demo`), then makes the
-# tiny model (models/tiny, git-ignored) and generates from it (`tandem generate`). As the roadmap
-# lands, this becomes the local disaggregated stack answering a request.
+# Installs dependencies, builds (ninja shows its progress), starts `tandem local` (a router, a
+# prefill agent with FP8 weights + BF16 KV and a decode agent with INT4 weights + FP8 KV, as
+# separate processes on loopback, page tags and the transfer checksum on) on the tiny default
+# model, sends one streaming chat request with a tool through the official OpenAI Python client,
+# prints the answer, the tool call if any, TTFT and tok/s and the agents' key metrics, and stops
+# the stack. DEMO_PORT picks the router's port (default 8000, or a free one when 8000 is taken).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 bash scripts/build.sh build
 ./build/tools/tandem version
-./build/tools/tandem demo "$@"
 # The tiny default model (docs/tiny-model.md): a deterministic random checkpoint with a BPE
-# vocabulary trained here from our own corpus (no downloads), then one chat prompt through the
-# serving engine. The weights are random, so the text is too; the point is the whole path.
-./build/tools/tandem make-model --out models/tiny
-./build/tools/tandem generate --model models/tiny --chat --prompt "What is the capital of France?" \
-  --max-tokens 32 --temperature 0.7 --seed 1
+# vocabulary trained here from our own corpus (no downloads). tandem local quantizes it for each
+# pool (models/tiny-fp8, models/tiny-int4) the first time.
+[ -f models/tiny/config.json ] || ./build/tools/tandem make-model --out models/tiny
+port="${DEMO_PORT:-8000}"
+if ! .venv/bin/python -c "import socket,sys; s=socket.socket(); s.bind(('127.0.0.1', int(sys.argv[1])))" "$port" 2>/dev/null; then
+  echo "demo: port $port is taken; using a free one"
+  port=0
+fi
+ready="$(mktemp -u /tmp/tandem-demo.XXXXXX.json)"
+start=$(date +%s)
+./build/tools/tandem local --model models/tiny --port "$port" --ready-file "$ready" &
+stack=$!
+stop_stack() {
+  if kill -0 "$stack" 2>/dev/null; then
+    kill -INT "$stack"
+    wait "$stack"
+  fi
+}
+trap 'stop_stack; rm -f "$ready"' EXIT
+for _ in $(seq 1 1200); do
+  [ -f "$ready" ] && break
+  kill -0 "$stack" 2>/dev/null || { echo "demo: tandem local exited before it was ready" >&2; exit 1; }
+  sleep 0.1
+done
+[ -f "$ready" ] || { echo "demo: tandem local was not ready within 120 s" >&2; exit 1; }
+.venv/bin/python scripts/demo_client.py "$ready"
+echo "demo: the stack was up and answered $(( $(date +%s) - start )) s after the build"
+trap - EXIT
+kill -INT "$stack"
+rc=0
+wait "$stack" || rc=$?
+rm -f "$ready"
+echo "demo: tandem local stopped (exit $rc)"
+exit "$rc"

@@ -7,6 +7,7 @@
 #   tool_call           engine/text/fuzz/tool_call_fuzz.cc          Kimi K2 / GLM tool-call parsers
 #   tokenizer           engine/text/fuzz/tokenizer_fuzz.cc          tokenizer.json / rank-file loaders, encode
 #   stop_string         engine/runtime/fuzz/stop_string_fuzz.cc     stop strings across streamed tokens
+#   openai_request      agent/openai/fuzz/openai_request_fuzz.cc    OpenAI request bodies, response builders
 # `seconds` is per target, so the total is seconds x targets. Exits non-zero when a target finds a
 # crash, a sanitizer report or a failed invariant (the reproducer is left in build-fuzz/).
 set -euo pipefail
@@ -71,4 +72,14 @@ if [ "$only" = all ] || [ "$only" = stop_string ]; then
     engine/text/detokenizer.cc engine/text/hf_tokenizer_json.cc engine/text/pretokenizer.cc \
     engine/text/tiktoken_file.cc engine/text/tokenizer.cc engine/text/unicode.cc \
     engine/text/unicode_tables.cc engine/io/strict_json.cc
+fi
+if [ "$only" = all ] || [ "$only" = openai_request ]; then
+  fuzz_target openai_request agent/openai/fuzz/corpus "-dict=../agent/openai/fuzz/openai_request.dict -max_len=4096" \
+    agent/openai/fuzz/openai_request_fuzz.cc agent/openai/api.cc agent/openai/chat_fields.cc \
+    agent/openai/completion_response.cc agent/openai/json_fields.cc agent/openai/reasoning_splitter.cc \
+    agent/openai/response.cc agent/openai/response_json.cc engine/text/tool_call_parser.cc \
+    engine/text/kimi_tool_parser.cc engine/text/glm_tool_parser.cc engine/text/py_json.cc \
+    engine/text/bpe_model.cc engine/text/byte_level.cc engine/text/detokenizer.cc \
+    engine/text/hf_tokenizer_json.cc engine/text/pretokenizer.cc engine/text/tiktoken_file.cc \
+    engine/text/tokenizer.cc engine/text/unicode.cc engine/text/unicode_tables.cc engine/io/strict_json.cc
 fi

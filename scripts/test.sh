@@ -5,7 +5,8 @@
 #   3. builds build/ (CUDA compiled when nvcc exists) and runs every CTest test;
 #   4. builds build-asan/ (common + engine only, ASan + UBSan, GoogleTest and nlohmann/json taken
 #      the way a bare CUDA machine takes them) and runs its unit tests;
-#   5. fuzzes the safetensors header, tool-call parsers, tokenizers and stop strings, 30 s each
+#   5. fuzzes the safetensors header, tool-call parsers, tokenizers, stop strings and OpenAI request
+#      bodies, 30 s each
 #      (scripts/fuzz.sh, clang + libFuzzer).
 # Options: --tsan also builds build-tsan/ (ThreadSanitizer) and runs its unit tests.
 set -euo pipefail
@@ -41,7 +42,7 @@ bash scripts/build.sh build-asan -DTANDEM_ENGINE_ONLY=ON -DTANDEM_SANITIZE=addre
   -DTANDEM_GTEST_SOURCE_DIR=/usr/src/googletest -DTANDEM_JSON_INCLUDE_DIR=/usr/include
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 run_ctest build-asan -L unit
 
-echo "== fuzz: safetensors header, tool-call parsers, tokenizers, stop strings (libFuzzer, ASan + UBSan) =="
+echo "== fuzz: safetensors header, tool-call parsers, tokenizers, stop strings, OpenAI requests (libFuzzer, ASan + UBSan) =="
 bash scripts/fuzz.sh 30
 
 if [ "$tsan" -eq 1 ]; then

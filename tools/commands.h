@@ -12,5 +12,6 @@ int RunDemo(const std::vector<std::string>& args);
 int RunQuantize(const std::vector<std::string>& args);
 int RunMakeModel(const std::vector<std::string>& args);
 int RunGenerate(const std::vector<std::string>& args);
+int RunLocal(const std::vector<std::string>& args);
 
 }  // namespace tandem::tools

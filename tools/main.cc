@@ -1,4 +1,4 @@
-// `tandem`: the command line (subcommands `version`, `demo`, `quantize`; later `local`, `bench`,
+// `tandem`: the command line (subcommands `version`, `demo`, `quantize`, `local`; later `bench`,
 // `eval`, `make-model` as the roadmap lands them).
 #include <cstdio>
 #include <cstring>
@@ -24,6 +24,8 @@ constexpr Subcommand kSubcommands[] = {
      tandem::tools::RunMakeModel},
     {"generate", "one prompt through the serving engine on a model directory, streamed to stdout",
      tandem::tools::RunGenerate},
+    {"local", "the disaggregated stack on loopback: router + prefill + decode agents (OpenAI API)",
+     tandem::tools::RunLocal},
 };
 
 void Usage(FILE* out) {

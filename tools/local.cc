@@ -1,0 +1,248 @@
+// `tandem local`: the disaggregated stack on one machine. Starts a router, prefill and decode
+// agents as separate tandem-agent processes on loopback (production's split by default: prefill
+// FP8 weights + BF16 KV, decode INT4 weights + FP8 KV, page tags and the transfer checksum on),
+// waits until every agent is ready, prints the URL and the API key, and on Ctrl-C / SIGTERM drains
+// them all and exits 0. Checkpoints in another weight format than the model directory's are made
+// once with `tandem quantize` beside it (DIR-fp8, DIR-int4); the default model is made with
+// `tandem make-model` when it is missing.
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "engine/model/model_config.h"
+#include "tools/commands.h"
+#include "tools/local_support.h"
+#include "tools/make_model.h"
+
+namespace tandem::tools {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr char kUsage[] =
+    "usage: tandem local [--model DIR (default models/tiny)] [--prefill N] [--decode N] [--port N (default "
+    "8000)]\n"
+    "                    [--prefill-weights bf16|fp8|int4 (fp8)] [--prefill-kv bf16|fp8_e4m3 (bf16)]\n"
+    "                    [--decode-weights bf16|fp8|int4 (int4)] [--decode-kv bf16|fp8_e4m3 (fp8_e4m3)]\n"
+    "                    [--api-key KEY] [--threads N (per agent)] [--kv-cache-bytes N]\n"
+    "                    [--transfer-timeout-ms N] [--ready-file PATH] [--agent PATH]\n"
+    "                    [--no-prefix-cache] [--enable-fault-injection (tests: honour x-tandem-fault)]\n";
+
+struct LocalArgs {
+  std::string model = "models/tiny";
+  bool model_given = false;
+  int prefill = 1, decode = 1;
+  int port = 8000;
+  std::string prefill_weights = "fp8", prefill_kv = "bf16", decode_weights = "int4", decode_kv = "fp8_e4m3";
+  std::string api_key;
+  int threads = 1;
+  std::string kv_bytes = "268435456";
+  std::string transfer_timeout_ms = "30000";
+  std::string ready_file;
+  std::string agent;
+  bool fault_injection = false;
+  bool no_prefix_cache = false;
+};
+
+bool ParseArgs(const std::vector<std::string>& args, LocalArgs* out) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& flag = args[i];
+    if (flag == "--enable-fault-injection" || flag == "--no-prefix-cache") {
+      (flag == "--no-prefix-cache" ? out->no_prefix_cache : out->fault_injection) = true;
+      continue;
+    }
+    if (i + 1 >= args.size()) return false;
+    const std::string& v = args[++i];
+    auto number = [&](int lo, int hi, int* dst) {
+      char* end = nullptr;
+      const long n = std::strtol(v.c_str(), &end, 10);
+      if (v.empty() || *end != '\0' || n < lo || n > hi) return false;
+      *dst = static_cast<int>(n);
+      return true;
+    };
+    if (flag == "--model") {
+      out->model = v;
+      out->model_given = true;
+    } else if (flag == "--prefill") {
+      if (!number(1, 16, &out->prefill)) return false;
+    } else if (flag == "--decode") {
+      if (!number(1, 16, &out->decode)) return false;
+    } else if (flag == "--port") {
+      if (!number(0, 65535, &out->port)) return false;
+    } else if (flag == "--threads") {
+      if (!number(1, 256, &out->threads)) return false;
+    } else if (flag == "--prefill-weights") {
+      out->prefill_weights = v;
+    } else if (flag == "--prefill-kv") {
+      out->prefill_kv = v;
+    } else if (flag == "--decode-weights") {
+      out->decode_weights = v;
+    } else if (flag == "--decode-kv") {
+      out->decode_kv = v;
+    } else if (flag == "--api-key") {
+      out->api_key = v;
+    } else if (flag == "--kv-cache-bytes") {
+      out->kv_bytes = v;
+    } else if (flag == "--transfer-timeout-ms") {
+      out->transfer_timeout_ms = v;
+    } else if (flag == "--ready-file") {
+      out->ready_file = v;
+    } else if (flag == "--agent") {
+      out->agent = v;
+    } else {
+      return false;
+    }
+  }
+  return true;
+}
+
+std::string RandomKey() {
+  std::random_device rd;
+  char hex[33];
+  std::snprintf(hex, sizeof(hex), "%08x%08x%08x%08x", rd(), rd(), rd(), rd());
+  return std::string("tk-") + hex;
+}
+
+}  // namespace
+
+int RunLocal(const std::vector<std::string>& raw) {
+  LocalArgs args;
+  if (!ParseArgs(raw, &args)) {
+    std::fputs(kUsage, stderr);
+    return 2;
+  }
+  for (const std::string* w : {&args.prefill_weights, &args.decode_weights}) {
+    if (!engine::ParseWeightFormat(*w).ok()) {
+      std::fprintf(stderr, "tandem local: unknown weight format '%s'\n", w->c_str());
+      return 2;
+    }
+  }
+  if (!args.model_given && !fs::exists(args.model + "/config.json")) {
+    std::fprintf(stderr, "tandem local: making the tiny default model in %s\n", args.model.c_str());
+    MakeModelOptions mm;
+    mm.out_dir = args.model;
+    if (StatusOr<MakeModelReport> r = MakeModel(mm); !r.ok()) {
+      std::fprintf(stderr, "tandem local: make-model: %s\n", r.status().ToString().c_str());
+      return 1;
+    }
+  }
+  StatusOr<std::string> prefill_dir = CheckpointIn(args.model, args.prefill_weights);
+  StatusOr<std::string> decode_dir =
+      prefill_dir.ok() ? CheckpointIn(args.model, args.decode_weights) : prefill_dir;
+  if (!decode_dir.ok()) {
+    std::fprintf(stderr, "tandem local: %s\n", decode_dir.status().ToString().c_str());
+    return 1;
+  }
+  StatusOr<std::string> agent = args.agent.empty() ? FindAgentBinary() : StatusOr<std::string>(args.agent);
+  if (!agent.ok()) {
+    std::fprintf(stderr, "tandem local: %s\n", agent.status().ToString().c_str());
+    return 1;
+  }
+  const std::string key = args.api_key.empty() ? RandomKey() : args.api_key;
+  const std::string name = fs::path(args.model).filename().string();
+
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGCHLD);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  Stack stack;
+  auto common = [&](std::vector<std::string> a) {
+    for (const std::string& s :
+         {std::string("--host"), std::string("127.0.0.1"), std::string("--deployment"), std::string("local"),
+          std::string("--name"), name, std::string("--transfer-timeout-ms"), args.transfer_timeout_ms,
+          std::string("--shutdown-grace-ms"), std::string("10000")}) {
+      a.push_back(s);
+    }
+    if (args.fault_injection) a.push_back("--enable-fault-injection");
+    if (args.no_prefix_cache) a.push_back("--no-prefix-cache");
+    return a;
+  };
+  std::vector<std::string> prefill_endpoints, decode_endpoints;
+  auto start_pool = [&](const char* role, int n, const std::string& dir, const std::string& weights,
+                        const std::string& kv, std::vector<std::string>* endpoints) -> Status {
+    for (int i = 0; i < n; ++i) {
+      ASSIGN_OR_RETURN(uint16_t grpc, FreePort());
+      ASSIGN_OR_RETURN(uint16_t metrics, FreePort());
+      ASSIGN_OR_RETURN(uint16_t http, FreePort());
+      const std::string label = std::string(role) + "-" + std::to_string(i);
+      RETURN_IF_ERROR(
+          stack.Spawn(label, *agent,
+                      common({"--role", role, "--model", dir, "--weights", weights, "--kv-cache", kv,
+                              "--kv-cache-bytes", args.kv_bytes, "--threads", std::to_string(args.threads),
+                              "--grpc-port", std::to_string(grpc), "--http-port", std::to_string(http),
+                              "--metrics-port", std::to_string(metrics)}),
+                      metrics));
+      endpoints->push_back("127.0.0.1:" + std::to_string(grpc));
+    }
+    return Status::Ok();
+  };
+  Status started = start_pool("prefill", args.prefill, *prefill_dir, args.prefill_weights, args.prefill_kv,
+                              &prefill_endpoints);
+  if (started.ok()) {
+    started = start_pool("decode", args.decode, *decode_dir, args.decode_weights, args.decode_kv,
+                         &decode_endpoints);
+  }
+  uint16_t router_port = static_cast<uint16_t>(args.port);
+  if (started.ok() && router_port == 0) {
+    StatusOr<uint16_t> p = FreePort();
+    started = p.status();
+    if (p.ok()) router_port = *p;
+  }
+  if (started.ok()) {
+    StatusOr<uint16_t> metrics = FreePort();
+    StatusOr<uint16_t> grpc = metrics.ok() ? FreePort() : metrics;
+    started = grpc.status();
+    if (grpc.ok()) {
+      std::vector<std::string> a =
+          common({"--role", "router", "--model", args.model, "--http-port", std::to_string(router_port),
+                  "--metrics-port", std::to_string(*metrics), "--grpc-port", std::to_string(*grpc),
+                  "--api-key", key + ":local"});
+      for (const std::string& e : prefill_endpoints) a.insert(a.end(), {"--prefill", e});
+      for (const std::string& e : decode_endpoints) a.insert(a.end(), {"--decode", e});
+      started = stack.Spawn("router", *agent, a, *metrics);
+    }
+  }
+  if (started.ok()) started = stack.WaitReady(std::chrono::seconds(120), signals);
+  if (!started.ok()) {
+    std::fprintf(stderr, "tandem local: %s\n", started.ToString().c_str());
+    stack.StopAll(std::chrono::seconds(5));
+    return 1;
+  }
+  const std::string url = "http://127.0.0.1:" + std::to_string(router_port) + "/v1";
+  std::printf("tandem local: ready: %d prefill (%s weights, %s KV) + %d decode (%s weights, %s KV) agents\n",
+              args.prefill, args.prefill_weights.c_str(), args.prefill_kv.c_str(), args.decode,
+              args.decode_weights.c_str(), args.decode_kv.c_str());
+  std::printf("  OPENAI_BASE_URL=%s\n  OPENAI_API_KEY=%s\n  model: %s\n", url.c_str(), key.c_str(),
+              name.c_str());
+  std::printf("  metrics:%s\n  Ctrl-C stops the stack.\n", stack.MetricsUrls().c_str());
+  std::fflush(stdout);
+  if (!args.ready_file.empty()) {
+    std::ofstream ready(args.ready_file + ".tmp");
+    ready << "{\"base_url\": \"" << url << "\", \"api_key\": \"" << key << "\", \"model\": \"" << name
+          << "\", \"metrics\": " << stack.MetricsJson() << ", \"pids\": " << stack.PidsJson() << "}\n";
+    ready.close();
+    fs::rename(args.ready_file + ".tmp", args.ready_file);
+  }
+  const int rc = stack.WaitForSignalOrExit(signals);
+  std::fprintf(stderr, "tandem local: stopping\n");
+  const bool clean = stack.StopAll(std::chrono::seconds(15));
+  return rc != 0 ? rc : (clean ? 0 : 1);
+}
+
+}  // namespace tandem::tools

@@ -1,0 +1,64 @@
+#pragma once
+// What `tandem local` (local.cc) needs around it: free loopback ports, checkpoints in each pool's
+// weight format, the tandem-agent binary, and a Stack of child agent processes.
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <signal.h>
+#include <sys/types.h>
+
+#include "common/status.h"
+
+namespace tandem::tools {
+
+// A loopback TCP port nothing listens on now (the kernel's pick for port 0).
+StatusOr<uint16_t> FreePort();
+
+// A checkpoint of `model_dir` holding `weights` (bf16|fp8|int4): the directory itself when it
+// does, else MODEL_DIR-WEIGHTS, made once with `tandem quantize` (routed experts to int4, or
+// Linears to fp8) from a bf16 model directory.
+StatusOr<std::string> CheckpointIn(const std::string& model_dir, const std::string& weights);
+
+// tandem-agent beside this binary's build tree (../agent/tandem-agent), in the same directory, or
+// on PATH.
+StatusOr<std::string> FindAgentBinary();
+
+// GET http://127.0.0.1:port/path: the status code (0 when nothing answered).
+int HttpGetStatus(uint16_t port, const std::string& path);
+
+class Stack {
+ public:
+  ~Stack();
+  // Starts `binary args...` as a child (its output goes to ours, prefixed by nothing).
+  Status Spawn(const std::string& label, const std::string& binary, const std::vector<std::string>& args,
+               uint16_t metrics_port);
+  // Waits until every child's /readyz says 200. Unavailable when a child exits, DeadlineExceeded
+  // at the timeout, Cancelled on SIGINT / SIGTERM (blocked in `signals`).
+  Status WaitReady(std::chrono::seconds timeout, const sigset_t& signals);
+  // Blocks until SIGINT / SIGTERM (0) or the router exits on its own (1); a pool member that
+  // exits is reported and the rest keep serving.
+  int WaitForSignalOrExit(const sigset_t& signals);
+  // SIGTERM to the router first, then the pools; SIGKILL whatever is left after `grace`. True when
+  // every child exited 0 within the grace.
+  bool StopAll(std::chrono::seconds grace);
+  std::string MetricsUrls() const;  // " router=http://127.0.0.1:N/metrics ..."
+  std::string MetricsJson() const;  // {"router": "http://...", ...}
+  std::string PidsJson() const;     // {"router": 1234, ...}
+
+ private:
+  struct Child {
+    std::string label;
+    pid_t pid = -1;
+    uint16_t metrics_port = 0;
+    bool exited = false;
+    int status = 0;
+  };
+  // Reaps exited children; returns the label of one that exited, or empty.
+  std::string Reap();
+  std::vector<Child> children_;
+};
+
+}  // namespace tandem::tools
