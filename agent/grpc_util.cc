@@ -41,6 +41,10 @@ std::shared_ptr<grpc::Channel> ChannelCache::Get(const std::string& endpoint) {
 void ConfigureServerBuilder(grpc::ServerBuilder* builder) {
   builder->SetMaxReceiveMessageSize(kMaxMessageBytes);
   builder->SetMaxSendMessageSize(kMaxMessageBytes);
+  // Generate and PushKv handlers hold their thread for a whole request: keep pollers free for new
+  // calls so an arriving RPC does not wait for a poller thread to be made.
+  builder->SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MIN_POLLERS, 4);
+  builder->SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MAX_POLLERS, 16);
 }
 
 }  // namespace tandem::agent

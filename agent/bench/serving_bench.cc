@@ -45,6 +45,13 @@ struct Run {
     for (int t : tokens) n += t;
     return n / std::max(1e-9, Seconds(last_end - start));
   }
+  // The median request's time to its first token, in ms.
+  double MedianTtftMs() const {
+    std::vector<double> t;
+    for (const auto& f : first) t.push_back(Seconds(f - start) * 1e3);
+    std::sort(t.begin(), t.end());
+    return t[t.size() / 2];
+  }
   // The median request's decode rate: (tokens - 1) / (its end - its first token).
   double MedianDecodeTokS() const {
     std::vector<double> rates;
@@ -178,20 +185,24 @@ void ServingOverhead(benchmark::State& state) {
   if (!EngineBatch(**host, n, &run) || !RouterBatch(*s.router, n, &run)) {  // warm-up
     return state.SkipWithError("a warm-up batch failed");
   }
-  std::vector<double> alone, served, alone_decode, served_decode;
+  std::vector<double> alone, served, alone_decode, served_decode, alone_ttft, served_ttft;
   for (auto _ : state) {
     if (!EngineBatch(**host, n, &run)) return state.SkipWithError("submit failed");
     alone.push_back(run.TokS());
     alone_decode.push_back(run.MedianDecodeTokS());
+    alone_ttft.push_back(run.MedianTtftMs());
     if (!RouterBatch(*s.router, n, &run)) return state.SkipWithError("a stream did not complete");
     served.push_back(run.TokS());
     served_decode.push_back(run.MedianDecodeTokS());
+    served_ttft.push_back(run.MedianTtftMs());
   }
   state.counters["alone_tok_s"] = Median(alone);
   state.counters["served_tok_s"] = Median(served);
   state.counters["ratio"] = Median(served) / Median(alone);
   state.counters["alone_req_decode_tok_s"] = Median(alone_decode);
   state.counters["served_req_decode_tok_s"] = Median(served_decode);
+  state.counters["alone_ttft_ms"] = Median(alone_ttft);
+  state.counters["served_ttft_ms"] = Median(served_ttft);
 }
 
 // A streaming completion of `tokens` prompt tokens and two generated ones (so the disaggregated
