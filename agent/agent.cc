@@ -25,8 +25,6 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 constexpr auto kStatsPeriod = std::chrono::milliseconds(250);
-constexpr auto kProbePeriod = std::chrono::seconds(10);
-constexpr auto kProbeDeadline = std::chrono::seconds(30);
 constexpr runtime::RequestId kProbeCallId = ~runtime::RequestId{0} - 1;  // never a live request
 
 std::string ServedModelName(const AgentConfig& c) {
@@ -93,7 +91,7 @@ struct Agent::Impl {
     if (!admitting) return Status::Unavailable("draining");
     if (router) return router->Ready();
     std::lock_guard<std::mutex> lock(mu);
-    if (probe_running && Clock::now() - probe_started > kProbeDeadline) {
+    if (probe_running && Clock::now() - probe_started > std::chrono::milliseconds(config.probe_timeout_ms)) {
       return Status::Unavailable(
           "the readiness probe has not come back for " +
           std::to_string(
@@ -116,7 +114,7 @@ struct Agent::Impl {
     req.params.temperature = 0.0f;
     auto channel = std::make_shared<OutputChannel>();
     ASSIGN_OR_RETURN(runtime::RequestId id, loop.Submit(req, OutputChannel::SinkFor(channel)));
-    const auto give_up = Clock::now() + kProbeDeadline;
+    const auto give_up = Clock::now() + std::chrono::milliseconds(config.probe_timeout_ms);
     while (Clock::now() < give_up) {
       std::optional<runtime::RequestOutput> out = channel->Pop(std::chrono::milliseconds(50));
       if (!out) continue;
@@ -145,7 +143,7 @@ struct Agent::Impl {
       probe_running = false;
       probe_error = st;
       if (st.ok()) probe_ok = Clock::now();
-      cv.wait_for(lock, kProbePeriod, [&] { return stopping; });
+      cv.wait_for(lock, std::chrono::milliseconds(config.probe_period_ms), [&] { return stopping; });
     }
   }
 

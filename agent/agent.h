@@ -7,7 +7,8 @@
 // Every role serves /metrics, /healthz and /readyz on the metrics port. Readiness comes from a
 // periodic probe through the engine (standalone, prefill: a one-token request through the
 // forward pass; decode: a call answered by the step thread) or, for a router, from a ready member
-// in each pool; a probe that does not come back within kProbeDeadline turns the agent not-ready.
+// in each pool; a probe that does not come back within engine.probeTimeoutMs turns the agent
+// not-ready.
 //
 // Several agents may run in one process (tests do): nothing here is global.
 

@@ -138,13 +138,17 @@ Status ReadStringList(const YAML::Node& parent, std::string_view where, const ch
 }
 
 Status ParseEngine(const YAML::Node& n, AgentConfig* c) {
-  RETURN_IF_ERROR(CheckKeys(n, "engine", {"threads", "prefixCache", "transferTimeoutMs", "queueWaitMs"}));
+  RETURN_IF_ERROR(CheckKeys(
+      n, "engine",
+      {"threads", "prefixCache", "transferTimeoutMs", "queueWaitMs", "probePeriodMs", "probeTimeoutMs"}));
   uint64_t threads = static_cast<uint64_t>(c->threads);
   RETURN_IF_ERROR(ReadUint(n, "engine", "threads", 0, 256, &threads));
   c->threads = static_cast<int>(threads);
   RETURN_IF_ERROR(ReadBool(n, "engine", "prefixCache", &c->prefix_cache));
   RETURN_IF_ERROR(ReadUint(n, "engine", "transferTimeoutMs", 1, 3'600'000, &c->transfer_timeout_ms));
-  return ReadUint(n, "engine", "queueWaitMs", 0, 3'600'000, &c->queue_wait_ms);
+  RETURN_IF_ERROR(ReadUint(n, "engine", "queueWaitMs", 0, 3'600'000, &c->queue_wait_ms));
+  RETURN_IF_ERROR(ReadUint(n, "engine", "probePeriodMs", 10, 3'600'000, &c->probe_period_ms));
+  return ReadUint(n, "engine", "probeTimeoutMs", 10, 3'600'000, &c->probe_timeout_ms);
 }
 
 Status ParseApi(const YAML::Node& n, AgentConfig* c) {

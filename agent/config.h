@@ -56,6 +56,10 @@ struct AgentConfig {
   bool prefix_cache = true;
   uint64_t transfer_timeout_ms = 30'000;
   uint64_t queue_wait_ms = 10'000;
+  // Readiness: a synthetic request through the engine every probe_period_ms; one that has not come
+  // back after probe_timeout_ms makes /readyz fail (a wedged engine).
+  uint64_t probe_period_ms = 10'000;
+  uint64_t probe_timeout_ms = 30'000;
 
   // api: the OpenAI front (router, standalone).
   int32_t default_max_tokens = 256;

@@ -116,7 +116,8 @@ TEST(AgentConfigTest, ServingSections) {
   StatusOr<AgentConfig> c = ParseAgentConfig(R"(
 role: router
 model: {path: /models/tiny, name: tiny-chat}
-engine: {threads: 4, prefixCache: false, transferTimeoutMs: 5000, queueWaitMs: 100}
+engine: {threads: 4, prefixCache: false, transferTimeoutMs: 5000, queueWaitMs: 100, probePeriodMs: 200,
+         probeTimeoutMs: 900}
 api: {defaultMaxTokens: 64, maxBodyBytes: 65536, headerTimeoutMs: 2000, maxInflight: 8}
 auth: {apiKeys: [{key: k1, tenant: bank}]}
 router: {prefill: ["10.0.0.1:50051"], decodeService: "kimi-decode.ns.svc:50051", refreshMs: 100}
@@ -128,6 +129,8 @@ shutdownGraceMs: 1000
   EXPECT_FALSE(c->prefix_cache);
   EXPECT_EQ(c->transfer_timeout_ms, 5000u);
   EXPECT_EQ(c->queue_wait_ms, 100u);
+  EXPECT_EQ(c->probe_period_ms, 200u);
+  EXPECT_EQ(c->probe_timeout_ms, 900u);
   EXPECT_EQ(c->default_max_tokens, 64);
   EXPECT_EQ(c->max_body_bytes, 65536u);
   EXPECT_EQ(c->max_inflight, 8u);

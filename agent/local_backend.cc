@@ -1,5 +1,7 @@
 #include "agent/local_backend.h"
 
+#include <chrono>
+#include <thread>
 #include <utility>
 
 namespace tandem::agent {
@@ -57,7 +59,19 @@ StatusOr<std::unique_ptr<GenerationStream>> LocalBackend::Start(const GenerateCa
   request.params = call.params;
   request.tenant = call.tenant;
   auto channel = std::make_shared<OutputChannel>();
-  ASSIGN_OR_RETURN(runtime::RequestId id, host_->loop().Submit(request, OutputChannel::SinkFor(channel)));
+  runtime::EngineLoop::Sink sink = OutputChannel::SinkFor(channel);
+  if (call.fault == "wedge") {
+    // Test-only (fault injection): the step thread stalls in this request's first output, as a
+    // wedged engine would; readiness must notice.
+    sink = [sink = std::move(sink), stalled = false](runtime::RequestOutput out) mutable {
+      if (!stalled) {
+        stalled = true;
+        std::this_thread::sleep_for(std::chrono::seconds(3));
+      }
+      sink(std::move(out));
+    };
+  }
+  ASSIGN_OR_RETURN(runtime::RequestId id, host_->loop().Submit(request, std::move(sink)));
   in_flight_.fetch_add(1);
   return std::unique_ptr<GenerationStream>(new LocalStream(&host_->loop(), id, channel, &in_flight_));
 }

@@ -48,7 +48,7 @@ bash scripts/fuzz.sh 30
 if [ "$tsan" -eq 1 ]; then
   echo "== build-tsan/ (ThreadSanitizer) =="
   bash scripts/build.sh build-tsan -DTANDEM_SANITIZE=thread -DTANDEM_BUILD_BENCHMARKS=OFF
-  TSAN_OPTIONS=halt_on_error=1 run_ctest build-tsan -L unit
+  TSAN_OPTIONS="halt_on_error=1 suppressions=$PWD/scripts/tsan.supp" run_ctest build-tsan -L unit
 fi
 echo "test.sh: all suites passed in $(( $(date +%s) - start )) s"
 # One closing count over every ctest run above (skipped = GPU tests on a machine without a GPU).

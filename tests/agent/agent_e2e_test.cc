@@ -316,6 +316,31 @@ TEST(AgentE2eTest, UnknownModelAuthAndBadBodies) {
   EXPECT_EQ(too_long.status, 400) << too_long.body;
 }
 
+// A wedged engine (its step thread stalled: fault injection) turns /readyz 503, and 200 again
+// once it moves.
+TEST(AgentE2eTest, WedgedEngineTurnsNotReady) {
+  AgentConfig sc = BaseConfig(Role::kStandalone);
+  sc.probe_period_ms = 50;
+  sc.probe_timeout_ms = 500;
+  auto a = Agent::Start(sc);
+  ASSERT_TRUE(a.ok());
+  ASSERT_TRUE(WaitReady(**a));
+  Agent* agent = a->get();
+  EXPECT_EQ(HttpCall(agent->metrics_port(), "GET", "/readyz").status, 200);
+  auto wedged = std::async(std::launch::async, [agent] {
+    return Post(*agent, "/v1/completions", CompletionBody("stall here", 2), {{"x-tandem-fault", "wedge"}});
+  });
+  int status = 200;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+  while (status == 200 && std::chrono::steady_clock::now() < until) {
+    status = HttpCall(agent->metrics_port(), "GET", "/readyz").status;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_EQ(status, 503);
+  EXPECT_EQ(wedged.get().status, 200);  // the stalled request itself completes once the engine moves
+  EXPECT_TRUE(WaitReady(*agent, std::chrono::seconds(10)));
+}
+
 TEST(AgentE2eTest, DrainLetsInFlightRequestsFinish) {
   AgentConfig sc = BaseConfig(Role::kStandalone);
   auto a = Agent::Start(sc);
