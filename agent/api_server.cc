@@ -186,6 +186,15 @@ void ApiServer::Handle(const http::HttpRequest& request, http::ResponseWriter& w
   SendError(writer, Error(404, "invalid_request_error", "no route for " + path, "", "not_found"));
 }
 
+bool ApiServer::ServesModel(const std::string& model, http::ResponseWriter& writer) {
+  if (model == options_.model_name) return true;
+  SendError(writer, Error(404, "invalid_request_error",
+                          "the model '" + model + "' does not exist (this server serves '" +
+                              options_.model_name + "')",
+                          "model", "model_not_found"));
+  return false;
+}
+
 std::unique_ptr<GenerationStream> ApiServer::StartOrAnswer(const GenerateCall& call,
                                                            http::ResponseWriter& writer) {
   if (!options_.admitting()) {
@@ -231,12 +240,7 @@ void ApiServer::Chat(const http::HttpRequest& request, const std::string& tenant
   auto parsed = openai::ParseChatCompletionRequest(request.body, parse);
   if (auto* e = std::get_if<ApiError>(&parsed)) return SendError(writer, *e);
   openai::ChatCompletionRequest& chat = std::get<openai::ChatCompletionRequest>(parsed);
-  if (chat.model != options_.model_name) {
-    return SendError(writer, Error(404, "invalid_request_error",
-                                   "the model '" + chat.model + "' does not exist (this server serves '" +
-                                       options_.model_name + "')",
-                                   "model", "model_not_found"));
-  }
+  if (!ServesModel(chat.model, writer)) return;
   if (options_.tokenizer == nullptr) {
     return SendError(writer,
                      Error(400, "invalid_request_error", "this model has no tokenizer: chat is unavailable"));
@@ -287,12 +291,7 @@ void ApiServer::Completions(const http::HttpRequest& request, const std::string&
   auto parsed = openai::ParseCompletionRequest(request.body, parse);
   if (auto* e = std::get_if<ApiError>(&parsed)) return SendError(writer, *e);
   openai::CompletionRequest& req = std::get<openai::CompletionRequest>(parsed);
-  if (req.model != options_.model_name) {
-    return SendError(writer, Error(404, "invalid_request_error",
-                                   "the model '" + req.model + "' does not exist (this server serves '" +
-                                       options_.model_name + "')",
-                                   "model", "model_not_found"));
-  }
+  if (!ServesModel(req.model, writer)) return;
   GenerateCall call;
   call.request_id = NewId("cmpl-");
   std::string echo_text;

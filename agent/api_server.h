@@ -52,6 +52,8 @@ class ApiServer {
  private:
   void Chat(const http::HttpRequest& request, const std::string& tenant, http::ResponseWriter& writer);
   void Completions(const http::HttpRequest& request, const std::string& tenant, http::ResponseWriter& writer);
+  // True when `model` is the one served; else answers 404 (model_not_found).
+  bool ServesModel(const std::string& model, http::ResponseWriter& writer);
   // Admission, then the backend; nullptr after answering with an error.
   std::unique_ptr<GenerationStream> StartOrAnswer(const GenerateCall& call, http::ResponseWriter& writer);
   std::string NewId(std::string_view prefix);

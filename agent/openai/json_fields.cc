@@ -5,34 +5,10 @@
 #include <exception>
 #include <limits>
 
+#include "engine/text/tool_call_parser.h"
+
 namespace tandem::agent::openai::internal {
 namespace {
-
-// The deepest nesting of `text` read as JSON, stopping early once past `max_depth`. Exact for
-// every prefix of a valid JSON text, which is all the parser reads before it fails.
-bool DepthWithin(std::string_view text, int max_depth) {
-  int depth = 0;
-  bool in_string = false;
-  bool escaped = false;
-  for (char c : text) {
-    if (in_string) {
-      if (escaped) {
-        escaped = false;
-      } else if (c == '\\') {
-        escaped = true;
-      } else if (c == '"') {
-        in_string = false;
-      }
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      if (++depth > max_depth) return false;
-    } else if (c == ']' || c == '}') {
-      --depth;
-    }
-  }
-  return true;
-}
 
 std::string FormatNumber(double v) {
   char buffer[32];
@@ -52,7 +28,7 @@ std::string_view StripExceptionId(std::string_view what) {
 }  // namespace
 
 std::variant<Json, ApiError> ParseBody(std::string_view body, int max_depth) {
-  if (!DepthWithin(body, max_depth)) {
+  if (!engine::text::internal::JsonDepthWithin(body, max_depth)) {
     return BadRequest("JSON nested deeper than " + std::to_string(max_depth) + " levels");
   }
   try {

@@ -47,7 +47,7 @@ std::string_view StripSpaces(std::string_view text) {
   return text.substr(begin, text.find_last_not_of(kSpaces) - begin + 1);
 }
 
-std::optional<nlohmann::ordered_json> ParseJsonValue(std::string_view text, int max_depth) {
+bool JsonDepthWithin(std::string_view text, int max_depth) {
   int depth = 0;
   bool in_string = false;
   bool escaped = false;
@@ -63,11 +63,16 @@ std::optional<nlohmann::ordered_json> ParseJsonValue(std::string_view text, int 
     } else if (c == '"') {
       in_string = true;
     } else if (c == '[' || c == '{') {
-      if (++depth > max_depth) return std::nullopt;
+      if (++depth > max_depth) return false;
     } else if (c == ']' || c == '}') {
       --depth;
     }
   }
+  return true;
+}
+
+std::optional<nlohmann::ordered_json> ParseJsonValue(std::string_view text, int max_depth) {
+  if (!JsonDepthWithin(text, max_depth)) return std::nullopt;
   try {
     return nlohmann::ordered_json::parse(text.begin(), text.end());
   } catch (const std::exception&) {
