@@ -20,14 +20,44 @@ std::vector<uint16_t> RandomBf16(size_t n, float stddev, uint32_t seed) {
   return out;
 }
 
-TEST(ConvertTest, Bf16ToFp8MatchesScalarCodec) {
-  for (size_t n : {size_t{1}, size_t{17}, size_t{97}, size_t{576}}) {
-    std::vector<uint16_t> in = RandomBf16(n, 3.0f, static_cast<uint32_t>(n));
-    std::vector<uint8_t> out(n);
-    const float inv_scale = 1.0f / 0.02f;
-    ConvertBf16ToFp8E4M3Ref(in.data(), out.data(), n, inv_scale);
-    for (size_t i = 0; i < n; ++i) {
-      ASSERT_EQ(out[i], FloatToFp8E4M3(Bf16ToFloat(in[i]) * inv_scale)) << "n=" << n << " i=" << i;
+// The e4m3 code nearest to `x` (float64), found by searching the grid itself: the 127 finite
+// non-negative codes decoded from their definition (bias 7, 3 mantissa bits, subnormals m x 2^-9),
+// ties to the even code; |x| >= 448 saturates to 0x7e, NaN is 0x7f; the sign is kept (-0 too).
+// Independent of FloatToFp8E4M3's bit arithmetic.
+uint8_t NearestE4M3(double x) {
+  const uint8_t sign = std::signbit(x) ? 0x80 : 0x00;
+  if (std::isnan(x)) return sign | 0x7f;
+  const double a = std::fabs(x);
+  if (a >= 448.0) return sign | 0x7e;
+  uint8_t best = 0;
+  double best_err = INFINITY;
+  for (int c = 0; c <= 0x7e; ++c) {
+    const int e = c >> 3, m = c & 7;
+    const double v = e == 0 ? m * std::ldexp(1.0, -9) : (1.0 + m / 8.0) * std::ldexp(1.0, e - 7);
+    const double err = std::fabs(a - v);
+    if (err < best_err || (err == best_err && (c & 1) == 0)) {
+      best = static_cast<uint8_t>(c);
+      best_err = err;
+    }
+  }
+  return sign | best;
+}
+
+// Every one of the 65,536 bf16 inputs, at several scales, against the float64 rounding of the
+// grid: the reference encoder and the dispatched (vectorized) one.
+TEST(ConvertTest, Bf16ToFp8MatchesAFloat64RoundingOfTheE4M3Grid) {
+  std::vector<uint16_t> all(65536);
+  for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<uint16_t>(i);
+  std::vector<uint8_t> ref(all.size()), fast(all.size());
+  for (float inv_scale : {1.0f, 1.0f / 0.02f, 3.7f, 1.0f / 448.0f}) {
+    ConvertBf16ToFp8E4M3Ref(all.data(), ref.data(), all.size(), inv_scale);
+    ConvertBf16ToFp8E4M3(all.data(), fast.data(), all.size(), inv_scale);
+    for (size_t i = 0; i < all.size(); ++i) {
+      // The product is formed in float, as the conversion specifies; the rounding is the oracle's.
+      const float product = Bf16ToFloat(all[i]) * inv_scale;
+      const uint8_t want = NearestE4M3(static_cast<double>(product));
+      ASSERT_EQ(ref[i], want) << "bf16 0x" << std::hex << i << " inv_scale " << inv_scale;
+      ASSERT_EQ(fast[i], want) << "bf16 0x" << std::hex << i << " inv_scale " << inv_scale;
     }
   }
 }
