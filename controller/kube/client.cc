@@ -117,12 +117,7 @@ void Client::Count(const char* verb) {
 
 StatusOr<HttpResponse> Client::Send(const char* verb, HttpRequest& request,
                                     const std::function<bool(std::string_view)>* on_line) {
-  const std::string_view v = verb;
-  const bool write = v == "create" || v == "update" || v == "patch" || v == "delete";
   for (int attempt = 0;; ++attempt) {
-    // Every send of a write, the retry after a 401 included: leadership may have been lost
-    // between the two.
-    if (write) RETURN_IF_ERROR(CheckFence());
     ASSIGN_OR_RETURN(request.bearer_token, tokens_->Token());
     Count(verb);
     StatusOr<HttpResponse> response =
@@ -214,6 +209,7 @@ StatusOr<Json> Client::Create(const ResourceRef& ref, std::string_view ns, const
   if (!object.is_object())
     return Status::InvalidArgument("Create " + ref.GroupResource() + ": not an object");
   ASSIGN_OR_RETURN(std::string where, WriteNamespace(ref, ns, object, "Create"));
+  RETURN_IF_ERROR(CheckFence());
   Json body = object;
   if (!body.contains("apiVersion")) body["apiVersion"] = ref.ApiVersion();
   if (!body.contains("kind")) body["kind"] = ref.kind;
@@ -227,6 +223,7 @@ StatusOr<Json> Client::Put(const ResourceRef& ref, std::string_view ns, const Js
   if (name.empty())
     return Status::InvalidArgument("Update " + ref.GroupResource() + ": metadata.name is empty");
   ASSIGN_OR_RETURN(std::string where, WriteNamespace(ref, ns, object, "Update"));
+  RETURN_IF_ERROR(CheckFence());
   Json body = object;
   if (!body.contains("apiVersion")) body["apiVersion"] = ref.ApiVersion();
   if (!body.contains("kind")) body["kind"] = ref.kind;
@@ -247,6 +244,7 @@ StatusOr<Json> Client::UpdateStatus(const ResourceRef& ref, std::string_view ns,
 StatusOr<Json> Client::Patch(const ResourceRef& ref, std::string_view ns, std::string_view name,
                              const Json& merge_patch, std::string_view subresource, const CallOptions& call) {
   if (name.empty()) return Status::InvalidArgument("Patch " + ref.GroupResource() + ": empty name");
+  RETURN_IF_ERROR(CheckFence());
   return Execute("patch", "PATCH", ResourcePath(ref, ns, name, subresource), Dump(merge_patch),
                  "application/merge-patch+json", call.timeout_ms, call.cancel, false);
 }
@@ -254,6 +252,7 @@ StatusOr<Json> Client::Patch(const ResourceRef& ref, std::string_view ns, std::s
 Status Client::Delete(const ResourceRef& ref, std::string_view ns, std::string_view name,
                       const DeleteOptions& options) {
   if (name.empty()) return Status::InvalidArgument("Delete " + ref.GroupResource() + ": empty name");
+  RETURN_IF_ERROR(CheckFence());
   Json body = {{"kind", "DeleteOptions"}, {"apiVersion", "v1"}};
   if (!options.propagation_policy.empty()) body["propagationPolicy"] = options.propagation_policy;
   if (options.grace_period_seconds >= 0) body["gracePeriodSeconds"] = options.grace_period_seconds;

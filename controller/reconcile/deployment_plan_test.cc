@@ -193,20 +193,7 @@ INSTANTIATE_TEST_SUITE_P(
         InvalidCase{"BadKvMemory", R"({"spec": {"decode": {"kvCacheMemory": "lots"}}})",
                     "spec.decode.kvCacheMemory"},
         InvalidCase{"ReplicasNotANumber", R"({"spec": {"decode": {"replicas": "two"}}})",
-                    "spec.decode.replicas: want an integer"},
-        // Input the API server or the StatefulSet controller would refuse on every write: refused
-        // once here, as an invalid spec, instead of retried.
-        InvalidCase{"ReplicasPastInt32", R"({"spec": {"decode": {"replicas": 2147483648}}})",
-                    "spec.decode.replicas: must be at most 2147483647"},
-        InvalidCase{"RouterReplicasPastInt32", R"({"spec": {"router": {"replicas": 99999999999}}})",
-                    "spec.router.replicas: must be at most 2147483647"},
-        InvalidCase{"MalformedCpu", R"({"spec": {"prefill": {"resources": {"requests": {"cpu": "lots"}}}}})",
-                    "spec.prefill.resources.requests.cpu"},
-        InvalidCase{"NegativeMemory",
-                    R"({"spec": {"decode": {"resources": {"limits": {"memory": "-1Gi"}}}}})",
-                    "spec.decode.resources.limits.memory"},
-        InvalidCase{"RequestsNotAMap", R"({"spec": {"router": {"resources": {"requests": "big"}}}})",
-                    "spec.router.resources.requests: want a map"}),
+                    "spec.decode.replicas: want an integer"}),
     [](const testing::TestParamInfo<InvalidCase>& info) { return std::string(info.param.name); });
 
 TEST(ParseQuantityBytes, Suffixes) {
@@ -218,11 +205,6 @@ TEST(ParseQuantityBytes, Suffixes) {
   EXPECT_FALSE(ParseQuantityBytes(json("-1")).ok());
   EXPECT_FALSE(ParseQuantityBytes(json("9Ei")).ok());
   EXPECT_FALSE(ParseQuantityBytes(json(true)).ok());
-  // Thousands of digits: an error value, not an exception out of the planner.
-  StatusOr<int64_t> huge = ParseQuantityBytes(json("1" + std::string(5000, '0') + "Gi"));
-  ASSERT_FALSE(huge.ok());
-  EXPECT_NE(huge.status().message().find("too large"), std::string::npos);
-  EXPECT_TRUE(ParseQuantityBytes(json("0." + std::string(5000, '0') + "1")).ok());  // tiny, not an error
 }
 
 }  // namespace
