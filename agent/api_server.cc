@@ -195,8 +195,23 @@ bool ApiServer::ServesModel(const std::string& model, http::ResponseWriter& writ
   return false;
 }
 
-std::unique_ptr<GenerationStream> ApiServer::StartOrAnswer(const GenerateCall& call,
+openai::ResponseOptions ApiServer::ResponseOptionsFor(const GenerateCall& call) const {
+  openai::ResponseOptions ro;
+  ro.id = call.request_id;
+  ro.model = options_.model_name;
+  ro.created = static_cast<int64_t>(std::time(nullptr));
+  ro.family = options_.family;
+  ro.tokenizer = options_.tokenizer;
+  return ro;
+}
+
+std::unique_ptr<GenerationStream> ApiServer::StartOrAnswer(GenerateCall& call,
+                                                           const http::HttpRequest& request,
+                                                           const std::string& tenant,
                                                            http::ResponseWriter& writer) {
+  call.tenant = tenant;
+  if (options_.fault_injection) call.fault = std::string(request.Header("x-tandem-fault"));
+  call.cancelled = [&writer] { return writer.ClientGone(); };
   if (!options_.admitting()) {
     SendError(writer, Error(503, "server_error", "the server is shutting down"));
     return nullptr;
@@ -256,24 +271,16 @@ void ApiServer::Chat(const http::HttpRequest& request, const std::string& tenant
   call.request_id = NewId("chatcmpl-");
   call.prompt = options_.tokenizer->Encode(*prompt);
   call.params = chat.params;
-  call.tenant = tenant;
-  if (options_.fault_injection) call.fault = std::string(request.Header("x-tandem-fault"));
-  call.cancelled = [&writer] { return writer.ClientGone(); };
-  std::unique_ptr<GenerationStream> stream = StartOrAnswer(call, writer);
+  std::unique_ptr<GenerationStream> stream = StartOrAnswer(call, request, tenant, writer);
   if (!stream) return;
 
-  openai::ResponseOptions ro;
-  ro.id = call.request_id;
-  ro.model = options_.model_name;
-  ro.created = static_cast<int64_t>(std::time(nullptr));
-  ro.family = options_.family;
+  openai::ResponseOptions ro = ResponseOptionsFor(call);
   ro.tools_json = tools;
   ro.tools_enabled = tools_enabled;
   ro.reasoning = options_.family == engine::text::ChatFamily::kGlm;
   ro.logprobs = chat.logprobs;
   ro.top_logprobs = chat.params.logprobs < 0 ? 0 : chat.params.logprobs;
   ro.include_usage = chat.include_usage;
-  ro.tokenizer = options_.tokenizer;
   StatusOr<std::unique_ptr<openai::ChatResponseBuilder>> builder = openai::ChatResponseBuilder::Create(ro);
   if (!builder.ok()) {
     stream->Cancel();
@@ -312,19 +319,12 @@ void ApiServer::Completions(const http::HttpRequest& request, const std::string&
   if (call.prompt.empty())
     return SendError(writer, Error(400, "invalid_request_error", "the prompt is empty", "prompt"));
   call.params = req.params;
-  call.tenant = tenant;
-  if (options_.fault_injection) call.fault = std::string(request.Header("x-tandem-fault"));
-  call.cancelled = [&writer] { return writer.ClientGone(); };
-  std::unique_ptr<GenerationStream> stream = StartOrAnswer(call, writer);
+  std::unique_ptr<GenerationStream> stream = StartOrAnswer(call, request, tenant, writer);
   if (!stream) return;
-  openai::ResponseOptions ro;
-  ro.id = call.request_id;
-  ro.model = options_.model_name;
-  ro.created = static_cast<int64_t>(std::time(nullptr));
+  openai::ResponseOptions ro = ResponseOptionsFor(call);
   ro.logprobs = req.params.logprobs >= 0;
   ro.top_logprobs = req.params.logprobs < 0 ? 0 : req.params.logprobs;
   ro.include_usage = req.include_usage;
-  ro.tokenizer = options_.tokenizer;
   openai::CompletionResponseBuilder builder(ro);
   if (req.echo) builder.SetEcho(echo_text);
   Serve(*stream, builder, req.stream, static_cast<int64_t>(call.prompt.size()), received, writer, options_);

@@ -20,6 +20,7 @@
 #include "agent/http/http_server.h"
 #include "agent/metrics/agent_metrics.h"
 #include "agent/openai/api.h"
+#include "agent/openai/response.h"
 #include "engine/text/chat_types.h"
 
 namespace tandem::engine::text {
@@ -54,8 +55,12 @@ class ApiServer {
   void Completions(const http::HttpRequest& request, const std::string& tenant, http::ResponseWriter& writer);
   // True when `model` is the one served; else answers 404 (model_not_found).
   bool ServesModel(const std::string& model, http::ResponseWriter& writer);
-  // Admission, then the backend; nullptr after answering with an error.
-  std::unique_ptr<GenerationStream> StartOrAnswer(const GenerateCall& call, http::ResponseWriter& writer);
+  // Fills in what every call carries (the tenant, the test-only fault header, the client-gone
+  // check), then admission, then the backend; nullptr after answering with an error.
+  std::unique_ptr<GenerationStream> StartOrAnswer(GenerateCall& call, const http::HttpRequest& request,
+                                                  const std::string& tenant, http::ResponseWriter& writer);
+  // The response options both endpoints share: id, model, created, family, tokenizer.
+  openai::ResponseOptions ResponseOptionsFor(const GenerateCall& call) const;
   std::string NewId(std::string_view prefix);
 
   ApiServerOptions options_;
