@@ -50,10 +50,12 @@ if(TANDEM_BUILD_BENCHMARKS)
   endif()
 endif()
 
-if(NOT TANDEM_ENGINE_ONLY)
+if(NOT TANDEM_ENGINE_ONLY AND NOT TANDEM_CONTROLLER_ONLY)  # the agent's and the tools' RPC
   find_package(Protobuf REQUIRED)
   find_package(gRPC CONFIG REQUIRED)
   find_program(TANDEM_GRPC_CPP_PLUGIN grpc_cpp_plugin REQUIRED)
+endif()
+if(NOT TANDEM_ENGINE_ONLY)
   find_package(yaml-cpp REQUIRED)
   find_package(prometheus-cpp CONFIG REQUIRED)
   find_package(Boost 1.74 REQUIRED)  # header-only parts: Beast, Asio

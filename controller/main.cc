@@ -36,7 +36,7 @@ void Usage() {
       "         [--health-probe-bind-address :8081] [--leader-elect=true|false]\n"
       "         [--leader-election-namespace NS] [--leader-election-id ID] [--leader-election-identity ID]\n"
       "         [--lease-duration 15] [--renew-deadline 10] [--retry-period 2]\n"
-      "         [--workers 2] [--qps 20] [--burst 30] [--agent-image IMAGE]\n");
+      "         [--workers 2] [--qps 20] [--burst 30] [--resync-period 36000] [--agent-image IMAGE]\n");
 }
 
 std::string DefaultIdentity() {
@@ -114,6 +114,7 @@ int Run(const controller::ControllerOptions& o) {
   manager_options.plan.default_image = o.agent_image;
   manager_options.qps = o.qps;
   manager_options.burst = o.burst;
+  manager_options.resync_period = std::chrono::seconds(o.resync_period_s);
   manager_options.informer_client = informer_client->get();
   controller::reconcile::Manager manager(client->get(), &metrics, manager_options);
   auto servers = StartServers(o, &metrics, &manager);

@@ -25,6 +25,16 @@ Status ParseCount(const std::string& flag, const std::string& text, int* out) {
   return Status::Ok();
 }
 
+Status ParseNonNegativeSeconds(const std::string& flag, const std::string& text, int* out) {
+  int v = 0;
+  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || ptr != text.data() + text.size() || v < 0) {
+    return Status::InvalidArgument("--" + flag + ": want a number of seconds >= 0, got '" + text + "'");
+  }
+  *out = v;
+  return Status::Ok();
+}
+
 Status ParsePositiveDouble(const std::string& flag, const std::string& text, double* out) {
   double v = 0;
   auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
@@ -75,6 +85,8 @@ Status Apply(const std::string& name, const std::string& value, ControllerOption
     return ParsePositiveDouble(name, value, &o->qps);
   else if (name == "burst")
     return ParseCount(name, value, &o->burst);
+  else if (name == "resync-period")
+    return ParseNonNegativeSeconds(name, value, &o->resync_period_s);
   else if (name == "agent-image")
     o->agent_image = value;
   else

@@ -24,6 +24,10 @@ struct ControllerOptions {
   int workers = 2;                       // concurrent reconciles per controller
   double qps = 20;  // reconcile API requests per second (client-go-style client-side limiter)
   int burst = 30;
+  // Every cached ModelDeployment and ModelPool is reconciled again this often even without an
+  // event (controller-runtime's SyncPeriod, default 10 h): drift the watches missed is repaired.
+  // 0: never. Tests set seconds to force "a converged reconcile writes nothing" to be observed.
+  int resync_period_s = 36000;
   std::string agent_image = "ghcr.io/tandem-dev/tandem-agent:latest";  // when spec.image is unset
 };
 

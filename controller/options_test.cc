@@ -13,6 +13,7 @@ TEST(ControllerOptionsTest, Defaults) {
   EXPECT_EQ(o->lease_duration_s, 15);
   EXPECT_EQ(o->renew_deadline_s, 10);
   EXPECT_EQ(o->retry_period_s, 2);
+  EXPECT_EQ(o->resync_period_s, 36000);
 }
 
 TEST(ControllerOptionsTest, BothFlagSpellings) {
@@ -37,6 +38,10 @@ TEST(ControllerOptionsTest, ReconcilerFlags) {
   EXPECT_EQ(o->leader_election_identity, "pod-a");
   EXPECT_EQ(o->qps, 50.5);
   EXPECT_EQ(o->burst, 80);
+  EXPECT_EQ(ParseControllerFlags({"--resync-period=0"})->resync_period_s, 0);
+  EXPECT_EQ(ParseControllerFlags({"--resync-period", "3"})->resync_period_s, 3);
+  EXPECT_FALSE(ParseControllerFlags({"--resync-period=-1"}).ok());
+  EXPECT_FALSE(ParseControllerFlags({"--resync-period=1h"}).ok());
   EXPECT_FALSE(ParseControllerFlags({"--qps=0"}).ok());
   EXPECT_FALSE(ParseControllerFlags({"--burst=x"}).ok());
   EXPECT_FALSE(ParseControllerFlags({"--workers=0"}).ok());

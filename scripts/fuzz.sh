@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Fuzzes the engine's parsers of untrusted input for a bounded time:
+# Fuzzes the parsers of untrusted input (engine, agent, controller) for a bounded time:
 #   scripts/fuzz.sh [seconds] [target]     (default: 60 s each, every target)
 # Targets (each a libFuzzer binary built with clang++ + ASan + UBSan into build-fuzz/, outside the
 # CMake build, seeded from its committed corpus):
@@ -8,6 +8,8 @@
 #   tokenizer           engine/text/fuzz/tokenizer_fuzz.cc          tokenizer.json / rank-file loaders, encode
 #   stop_string         engine/runtime/fuzz/stop_string_fuzz.cc     stop strings across streamed tokens
 #   openai_request      agent/openai/fuzz/openai_request_fuzz.cc    OpenAI request bodies, response builders
+#   watch_stream        controller/kube/fuzz/watch_stream_fuzz.cc   watch bodies: line framing, JSON watch events
+#   quantity            controller/reconcile/fuzz/quantity_fuzz.cc  Kubernetes resource quantities (kvCacheMemory)
 # `seconds` is per target, so the total is seconds x targets. Exits non-zero when a target finds a
 # crash, a sanitizer report or a failed invariant (the reproducer is left in build-fuzz/).
 set -euo pipefail
@@ -82,4 +84,13 @@ if [ "$only" = all ] || [ "$only" = openai_request ]; then
     engine/text/bpe_model.cc engine/text/byte_level.cc engine/text/detokenizer.cc \
     engine/text/hf_tokenizer_json.cc engine/text/pretokenizer.cc engine/text/tiktoken_file.cc \
     engine/text/tokenizer.cc engine/text/unicode.cc engine/text/unicode_tables.cc engine/io/strict_json.cc
+fi
+if [ "$only" = all ] || [ "$only" = watch_stream ]; then
+  fuzz_target watch_stream controller/kube/fuzz/corpus "-dict=../controller/kube/fuzz/watch_stream.dict -max_len=4096" \
+    controller/kube/fuzz/watch_stream_fuzz.cc controller/kube/json_depth.cc controller/kube/line_splitter.cc \
+    controller/kube/watch_event.cc controller/kube/status_mapping.cc
+fi
+if [ "$only" = all ] || [ "$only" = quantity ]; then
+  fuzz_target quantity controller/reconcile/fuzz/corpus "-dict=../controller/reconcile/fuzz/quantity.dict -max_len=8192" \
+    controller/reconcile/fuzz/quantity_fuzz.cc controller/reconcile/deployment_spec.cc controller/reconcile/objects.cc
 fi

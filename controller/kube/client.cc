@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "controller/kube/http_client.h"
+#include "controller/kube/json_depth.h"
 #include "controller/kube/token_source.h"
 
 #ifndef TANDEM_VERSION
@@ -117,7 +118,12 @@ void Client::Count(const char* verb) {
 
 StatusOr<HttpResponse> Client::Send(const char* verb, HttpRequest& request,
                                     const std::function<bool(std::string_view)>* on_line) {
+  const std::string_view v = verb;
+  const bool write = v == "create" || v == "update" || v == "patch" || v == "delete";
   for (int attempt = 0;; ++attempt) {
+    // Every send of a write, the retry after a 401 included: leadership may have been lost
+    // between the two.
+    if (write) RETURN_IF_ERROR(CheckFence());
     ASSIGN_OR_RETURN(request.bearer_token, tokens_->Token());
     Count(verb);
     StatusOr<HttpResponse> response =
@@ -145,6 +151,12 @@ StatusOr<Json> Client::Execute(const char* verb, const std::string& method, cons
     return StatusFromHttp(response.status, response.body, context, is_create);
   }
   if (response.body.empty()) return Json::object();
+  // nlohmann/json parses and copies recursively: a hostile or broken server's deep nesting must
+  // be an error, not a stack overflow.
+  if (!JsonDepthWithin(response.body)) {
+    return Status::Internal(context + ": the response nests deeper than " + std::to_string(kMaxJsonDepth) +
+                            " levels");
+  }
   Json parsed = Json::parse(response.body, nullptr, /*allow_exceptions=*/false);
   if (parsed.is_discarded()) return Status::Internal(context + ": the response is not JSON");
   return parsed;
@@ -209,7 +221,6 @@ StatusOr<Json> Client::Create(const ResourceRef& ref, std::string_view ns, const
   if (!object.is_object())
     return Status::InvalidArgument("Create " + ref.GroupResource() + ": not an object");
   ASSIGN_OR_RETURN(std::string where, WriteNamespace(ref, ns, object, "Create"));
-  RETURN_IF_ERROR(CheckFence());
   Json body = object;
   if (!body.contains("apiVersion")) body["apiVersion"] = ref.ApiVersion();
   if (!body.contains("kind")) body["kind"] = ref.kind;
@@ -223,7 +234,6 @@ StatusOr<Json> Client::Put(const ResourceRef& ref, std::string_view ns, const Js
   if (name.empty())
     return Status::InvalidArgument("Update " + ref.GroupResource() + ": metadata.name is empty");
   ASSIGN_OR_RETURN(std::string where, WriteNamespace(ref, ns, object, "Update"));
-  RETURN_IF_ERROR(CheckFence());
   Json body = object;
   if (!body.contains("apiVersion")) body["apiVersion"] = ref.ApiVersion();
   if (!body.contains("kind")) body["kind"] = ref.kind;
@@ -244,7 +254,6 @@ StatusOr<Json> Client::UpdateStatus(const ResourceRef& ref, std::string_view ns,
 StatusOr<Json> Client::Patch(const ResourceRef& ref, std::string_view ns, std::string_view name,
                              const Json& merge_patch, std::string_view subresource, const CallOptions& call) {
   if (name.empty()) return Status::InvalidArgument("Patch " + ref.GroupResource() + ": empty name");
-  RETURN_IF_ERROR(CheckFence());
   return Execute("patch", "PATCH", ResourcePath(ref, ns, name, subresource), Dump(merge_patch),
                  "application/merge-patch+json", call.timeout_ms, call.cancel, false);
 }
@@ -252,7 +261,6 @@ StatusOr<Json> Client::Patch(const ResourceRef& ref, std::string_view ns, std::s
 Status Client::Delete(const ResourceRef& ref, std::string_view ns, std::string_view name,
                       const DeleteOptions& options) {
   if (name.empty()) return Status::InvalidArgument("Delete " + ref.GroupResource() + ": empty name");
-  RETURN_IF_ERROR(CheckFence());
   Json body = {{"kind", "DeleteOptions"}, {"apiVersion", "v1"}};
   if (!options.propagation_policy.empty()) body["propagationPolicy"] = options.propagation_policy;
   if (options.grace_period_seconds >= 0) body["gracePeriodSeconds"] = options.grace_period_seconds;

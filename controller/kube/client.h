@@ -165,7 +165,8 @@ class Client {
 
   Status CheckFence();
   void Count(const char* verb);
-  // Sends with the current token; after a 401 with a rotated token file, once more.
+  // Sends with the current token; after a 401 with a rotated token file, once more. A write
+  // (create, update, patch, delete) checks the write fence before every send.
   StatusOr<HttpResponse> Send(const char* verb, HttpRequest& request,
                               const std::function<bool(std::string_view)>* on_line);
   StatusOr<Json> Execute(const char* verb, const std::string& method, const std::string& target,

@@ -91,6 +91,19 @@ TEST(ClientMalformed, OddJsonTypesInResponses) {
   EXPECT_EQ(client->Get(kPod, "default", "gone").status().code(), StatusCode::kNotFound);
 }
 
+// A response nested deeper than any object needs is refused before nlohmann/json recurses into
+// it (a 200 KB body of brackets overflowed the stack when the object was copied).
+TEST(ClientMalformed, DeeplyNestedResponseIsAnErrorNotAStackOverflow) {
+  TinyHttpServer server([](const TinyRequest&, TinyConnection& c) {
+    c.Respond(200, std::string(100000, '[') + std::string(100000, ']'));
+  });
+  auto client = Connect(server.port());
+  StatusOr<Json> got = client->Get(kPod, "default", "deep");
+  EXPECT_EQ(got.status().code(), StatusCode::kInternal);
+  EXPECT_NE(got.status().message().find("nests deeper than 1000 levels"), std::string::npos)
+      << got.status().ToString();
+}
+
 TEST(ClientMalformed, RequestsCarryUserAgentAndSurviveInvalidUtf8) {
   std::mutex mu;
   std::vector<TinyRequest> seen;

@@ -216,6 +216,36 @@ TEST(ClientKubeSim, BearerTokenRequiredAndRefreshedFromFileAfter401) {
   EXPECT_EQ(client->Counts().by_verb.at("get"), 3u);  // 401 with the old token, then the retry
 }
 
+// The retry after a 401 is a second send: the fence is checked again, so a leader that lost its
+// Lease in between writes nothing.
+TEST(ClientKubeSim, WriteFenceIsCheckedAgainBeforeTheRetryAfter401) {
+  TANDEM_START_KUBE_SIM_OR_SKIP(sim, {.token = "new-token"});
+  KubeConfig config = sim->config();
+  config.token.clear();
+  config.token_file = sim->dir() + "/sa-token-fence";
+  std::ofstream(config.token_file) << "old-token\n";
+  FakeClock clock;
+  ClientOptions options;
+  options.clock = &clock;
+  auto client = Connect(config, options);
+  int fence_calls = 0;
+  client->SetWriteFence([&]() -> Status {
+    return fence_calls++ == 0 ? Status::Ok() : Status::Unavailable("lease lost to other-pod");
+  });
+  // The client holds the old token (its first request is refused), then the kubelet rotates it:
+  // the next send gets a 401 and is retried with the new one.
+  EXPECT_EQ(client->Get(kNamespace, "", "default").status().code(), StatusCode::kUnauthenticated);
+  std::ofstream(config.token_file, std::ios::trunc) << "new-token\n";
+  Status s = client->Create(kConfigMap, "default", ConfigMap("fenced-retry")).status();
+  EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition) << s.ToString();
+  EXPECT_EQ(fence_calls, 2);
+  const RequestCounts counts = client->Counts();
+  EXPECT_EQ(counts.by_verb.at("create"), 1u);  // the 401'd send only; the retry was fenced
+  EXPECT_EQ(counts.fenced, 1u);
+  client->SetWriteFence(nullptr);
+  EXPECT_EQ(client->Get(kConfigMap, "default", "fenced-retry").status().code(), StatusCode::kNotFound);
+}
+
 TEST(ClientKubeSim, SlowServerHitsThePerRequestTimeout) {
   TANDEM_START_KUBE_SIM_OR_SKIP(sim, {.faults_json = R"({"latency_ms": [3000, 3000]})"});
   auto client = Connect(sim->config());

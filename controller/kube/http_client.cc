@@ -10,6 +10,7 @@
 #include <openssl/ssl.h>
 
 #include "controller/kube/http_connection.h"
+#include "controller/kube/line_splitter.h"
 
 namespace tandem::controller::kube {
 
@@ -254,26 +255,12 @@ StatusOr<HttpResponse> HttpClient::Stream(const HttpRequest& r, const LineCallba
                         });
   } else {
     ex.parser->body_limit(boost::none);
-    std::string pending;
-    bool stopped = false;
-    s = impl_->ReadBody(*ex.conn, *ex.parser, deadline, [&](std::string_view data) {
-      pending.append(data);
-      size_t start = 0;
-      for (size_t nl; (nl = pending.find('\n', start)) != std::string::npos; start = nl + 1) {
-        std::string_view line(pending.data() + start, nl - start);
-        if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-        if (!line.empty() && !on_line(line)) {
-          stopped = true;
-          return false;
-        }
-      }
-      pending.erase(0, start);
-      return pending.size() <= kMaxBodyBytes;
-    });
-    if (s.ok() && !stopped && pending.size() > kMaxBodyBytes) {
-      s = Status::InvalidArgument("stream line longer than " + std::to_string(kMaxBodyBytes) + " bytes");
-    } else if (s.ok() && !stopped && !pending.empty()) {
-      on_line(pending);  // the last line had no newline
+    LineSplitter lines(kMaxBodyBytes);
+    s = impl_->ReadBody(*ex.conn, *ex.parser, deadline,
+                        [&](std::string_view data) { return lines.Feed(data, on_line); });
+    if (s.ok()) {
+      lines.Finish(on_line);  // the last line had no newline
+      s = lines.status();
     }
   }
   impl_->Finish(r, ex, false);  // a stream's connection is never pooled

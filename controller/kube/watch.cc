@@ -3,6 +3,7 @@
 
 #include "controller/kube/client.h"
 #include "controller/kube/http_client.h"
+#include "controller/kube/watch_event.h"
 
 namespace tandem::controller::kube {
 
@@ -27,27 +28,13 @@ Status Client::Watch(const ResourceRef& ref, std::string_view ns, const WatchOpt
   const std::string context = "WATCH " + request.target;
 
   Status stream_error;  // a malformed or ERROR event ends the stream with this
-  WatchEvent event;
   const std::function<bool(std::string_view)> on_line = [&](std::string_view line) {
-    Json parsed = Json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (!parsed.is_object() || !parsed.contains("type") || !parsed["type"].is_string()) {
-      stream_error =
-          Status::Internal(context + ": malformed watch event: " + std::string(line.substr(0, 200)));
+    StatusOr<WatchEvent> event = DecodeWatchEvent(line, context);
+    if (!event.ok()) {
+      stream_error = event.status();
       return false;
     }
-    event.type = parsed["type"].get<std::string>();
-    event.object = parsed.contains("object") ? std::move(parsed["object"]) : Json::object();
-    if (event.type == "ERROR") {
-      int code = 500;  // an ERROR without a numeric code is still an error
-      if (event.object.is_object() && event.object.contains("code") &&
-          event.object["code"].is_number_integer()) {
-        code = event.object["code"].get<int>();
-      }
-      stream_error =
-          StatusFromHttp(code, event.object.dump(-1, ' ', false, Json::error_handler_t::replace), context);
-      return false;
-    }
-    return on_event(event);
+    return on_event(*event);
   };
   StatusOr<HttpResponse> response = Send("watch", request, &on_line);
   if (!response.ok()) {

@@ -57,6 +57,11 @@ struct ControllerMetrics::Impl {
                                               .Name("tandem_autoscaler_decisions_total")
                                               .Help("Autoscaler decisions by direction (up, down, hold).")
                                               .Register(*registry);
+  Family<Counter>& resyncs =
+      prometheus::BuildCounter()
+          .Name("tandem_controller_resyncs_total")
+          .Help("Periodic resyncs (every cached object enqueued again), by controller.")
+          .Register(*registry);
   Family<Gauge>& queue_depth = prometheus::BuildGauge()
                                    .Name("tandem_workqueue_depth")
                                    .Help("Keys queued and ready in each work queue.")
@@ -118,6 +123,10 @@ void ControllerMetrics::ForgetPool(std::string_view deployment, std::string_view
 
 void ControllerMetrics::CountAutoscalerDecision(std::string_view direction) {
   impl_->autoscaler_decisions.Add({{"direction", S(direction)}}).Increment();
+}
+
+void ControllerMetrics::CountResync(std::string_view controller) {
+  impl_->resyncs.Add({{"controller", S(controller)}}).Increment();
 }
 
 void ControllerMetrics::SetWorkQueueDepth(std::string_view name, int64_t depth) {

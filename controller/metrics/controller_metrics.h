@@ -8,6 +8,7 @@
 //   tandem_controller_reconcile_duration_seconds{controller}      histogram
 //   tandem_pool_replicas{deployment, pool, state}                 gauge
 //   tandem_autoscaler_decisions_total{direction}                  counter
+//   tandem_controller_resyncs_total{controller}                   counter
 //   tandem_workqueue_depth{name}                                  gauge
 //   tandem_workqueue_adds_total{name}                             counter
 //   tandem_workqueue_retries_total{name}                          counter
@@ -58,6 +59,9 @@ class ControllerMetrics {
 
   // One autoscaler decision: "up", "down" or "hold".
   void CountAutoscalerDecision(std::string_view direction);
+
+  // One periodic resync of `controller`: every key it owns was enqueued again (--resync-period).
+  void CountResync(std::string_view controller);
 
   // Work queue `name` (client-go's workqueue metrics, prefixed).
   void SetWorkQueueDepth(std::string_view name, int64_t depth);

@@ -33,6 +33,7 @@ TEST(ControllerMetricsTest, EveryFamilyHasHelpAndTypeOnceUsed) {
   m.ObserveReconcile("modelpool", kResultSuccess, 0.1);
   m.SetPoolReplicas("d", "d-decode", kReplicasReady, 1);
   m.CountAutoscalerDecision("hold");
+  m.CountResync("modelpool");
   m.SetWorkQueueDepth("q", 0);
   m.CountWorkQueueAdd("q");
   m.CountWorkQueueRetry("q");
@@ -44,6 +45,7 @@ TEST(ControllerMetricsTest, EveryFamilyHasHelpAndTypeOnceUsed) {
       {"tandem_controller_reconcile_duration_seconds", "histogram"},
       {"tandem_pool_replicas", "gauge"},
       {"tandem_autoscaler_decisions_total", "counter"},
+      {"tandem_controller_resyncs_total", "counter"},
       {"tandem_workqueue_depth", "gauge"},
       {"tandem_workqueue_adds_total", "counter"},
       {"tandem_workqueue_retries_total", "counter"},

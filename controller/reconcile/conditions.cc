@@ -37,6 +37,12 @@ bool ConditionIsTrue(const json& status, std::string_view type) {
   return s != c->end() && s->is_string() && s->get_ref<const std::string&>() == "True";
 }
 
+std::vector<Condition> InvalidSpecConditions(const std::string& message) {
+  return {{std::string(kReady), false, std::string(kReasonInvalidSpec), message},
+          {std::string(kProgressing), false, std::string(kReasonInvalidSpec), message},
+          {std::string(kDegraded), true, std::string(kReasonInvalidSpec), message}};
+}
+
 json MergeConditions(const json& existing, const std::vector<Condition>& desired, int64_t generation,
                      std::string_view now) {
   json holder = json{{"conditions", existing.is_array() ? existing : json::array()}};

@@ -34,6 +34,10 @@ struct Condition {
   std::string message;
 };
 
+// Ready=False, Progressing=False and Degraded=True, each with reason InvalidSpec and `message`:
+// what a deployment or pool whose spec cannot be planned reports (its children are not touched).
+std::vector<Condition> InvalidSpecConditions(const std::string& message);
+
 // The condition list to store: one entry per `desired` condition (in that order), each with
 // observedGeneration = `generation`; lastTransitionTime copied from `existing` (the stored list,
 // may be null) when the type is there with the same status, else `now` (RFC 3339).

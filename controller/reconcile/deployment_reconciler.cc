@@ -94,6 +94,14 @@ Status ModelDeploymentReconciler::Reconcile(const std::string& key) {
   observed.prefill = Ptr(prefill);
   observed.decode = Ptr(decode);
   observed.router = Ptr(router);
+  // The deployment's spec sizes its pools, except where the autoscaler owns a pool's replicas.
+  auto desired = [&](const json* pool, const PoolSpec* spec) -> int64_t {
+    if (spec == nullptr) return DesiredReplicas(pool, 0);
+    return spec->autoscaling_enabled ? DesiredReplicas(pool, spec->replicas) : spec->replicas;
+  };
+  observed.prefill_desired = desired(observed.prefill, plan.ok() ? &plan->spec.prefill : nullptr);
+  observed.decode_desired = desired(observed.decode, plan.ok() ? &plan->spec.decode : nullptr);
+  observed.router_desired = plan.ok() ? plan->spec.router_replicas : 0;
 
   json status = ComputeDeploymentStatus(observed, Rfc3339(ctx_.unix_seconds()));
   json before = mdep.value("status", json::object());

@@ -1,7 +1,11 @@
 #include "controller/reconcile/deployment_spec.h"
 
 #include <cctype>
+#include <charconv>
 #include <cmath>
+#include <cstdlib>
+#include <limits>
+#include <string_view>
 #include <utility>
 
 namespace tandem::controller::reconcile {
@@ -59,6 +63,87 @@ int64_t RequestedGpus(FieldReader& reader, std::string_view pointer, const json&
   return gpus;
 }
 
+// A Kubernetes resource quantity ("500m", "40Gi", "2", "1.5", "1e3"): the API server refuses
+// anything else, so it is refused here, once, as an invalid spec instead of a retried write.
+bool IsQuantity(const json& q) {
+  if (q.is_number()) return q.get<double>() >= 0;
+  if (!q.is_string()) return false;
+  const std::string& s = q.get_ref<const std::string&>();
+  size_t i = s.starts_with("+") ? 1 : 0, digits = 0;
+  while (i < s.size() && std::isdigit(static_cast<unsigned char>(s[i]))) ++i, ++digits;
+  if (i < s.size() && s[i] == '.') {
+    ++i;
+    while (i < s.size() && std::isdigit(static_cast<unsigned char>(s[i]))) ++i, ++digits;
+  }
+  if (digits == 0 || s.size() > 64) return false;
+  const std::string_view suffix = std::string_view(s).substr(i);
+  if (suffix.size() >= 2 && (suffix[0] == 'e' || suffix[0] == 'E')) {
+    size_t j = suffix[1] == '+' || suffix[1] == '-' ? 2 : 1;
+    if (j == suffix.size()) return false;
+    for (; j < suffix.size(); ++j) {
+      if (!std::isdigit(static_cast<unsigned char>(suffix[j]))) return false;
+    }
+    return true;
+  }
+  for (std::string_view ok :
+       {"", "n", "u", "m", "k", "M", "G", "T", "P", "E", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei"}) {
+    if (suffix == ok) return true;
+  }
+  return false;
+}
+
+void CheckResources(FieldReader& r, std::string_view pointer, const json& resources) {
+  for (const char* section : {"requests", "limits"}) {
+    auto sec = resources.find(section);
+    if (sec == resources.end()) continue;
+    if (!sec->is_object()) {
+      r.Fail(FieldPath(std::string(pointer)) + "." + section + ": want a map of quantities");
+      continue;
+    }
+    for (auto it = sec->begin(); it != sec->end(); ++it) {
+      if (!IsQuantity(it.value())) {
+        r.Fail(FieldPath(std::string(pointer)) + "." + section + "." + it.key() + ": '" +
+               it.value().dump().substr(0, 40) + "' is not a quantity such as 500m or 40Gi");
+      }
+    }
+  }
+}
+
+// Replica counts are int32 in every workload API.
+void CheckReplicas(FieldReader& r, std::string_view pointer, int64_t replicas) {
+  if (replicas < 0) r.Fail(FieldPath(std::string(pointer)) + ": must be >= 0");
+  if (replicas > std::numeric_limits<int32_t>::max()) {
+    r.Fail(FieldPath(std::string(pointer)) + ": must be at most 2147483647");
+  }
+}
+
+// The power of two or of ten a quantity's suffix stands for: binary Ki..Ei, decimal n u m "" k M G
+// T P E, or an exponent (e or E, then a signed integer within int32). False when it is none.
+bool QuantitySuffix(std::string_view suffix, int* pow2, int64_t* pow10) {
+  static constexpr std::pair<std::string_view, int> kBinary[] = {{"Ki", 10}, {"Mi", 20}, {"Gi", 30},
+                                                                 {"Ti", 40}, {"Pi", 50}, {"Ei", 60}};
+  static constexpr std::pair<std::string_view, int> kDecimal[] = {{"n", -9}, {"u", -6}, {"m", -3}, {"", 0},
+                                                                  {"k", 3},  {"M", 6},  {"G", 9},  {"T", 12},
+                                                                  {"P", 15}, {"E", 18}};
+  for (const auto& [name, p] : kBinary) {
+    if (suffix == name) return *pow2 = p, true;
+  }
+  for (const auto& [name, p] : kDecimal) {
+    if (suffix == name) return *pow10 = p, true;
+  }
+  if (suffix.size() < 2 || (suffix[0] != 'e' && suffix[0] != 'E')) return false;
+  const bool minus = suffix[1] == '-';
+  const std::string_view digits = suffix.substr(suffix[1] == '+' || minus ? 2 : 1);
+  int64_t e = 0;
+  auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), e);
+  if (digits.empty() || digits[0] == '-' || ec != std::errc() || end != digits.data() + digits.size() ||
+      e > (minus ? 2147483648 : 2147483647)) {
+    return false;
+  }
+  *pow10 = minus ? -e : e;
+  return true;
+}
+
 void ReadPool(FieldReader& r, std::string_view base, PoolSpec* out) {
   out->replicas = r.Int(P(base, "replicas"), out->replicas);
   out->tensor_parallel = r.Int(P(base, "tensorParallel"), out->tensor_parallel);
@@ -69,6 +154,22 @@ void ReadPool(FieldReader& r, std::string_view base, PoolSpec* out) {
   if (const json* autoscaling = r.Object(P(base, "autoscaling"))) {
     out->autoscaling = *autoscaling;
     out->autoscaling_enabled = r.Bool(P(base, "autoscaling/enabled"), false);
+    // The bounds the CRD declares, checked again (the autoscaler acts on them).
+    const std::string min_at = P(base, "autoscaling/minReplicas"),
+                      max_at = P(base, "autoscaling/maxReplicas");
+    const int64_t min = r.Int(min_at, 1), max = r.Int(max_at, std::numeric_limits<int32_t>::max());
+    CheckReplicas(r, min_at, min);
+    CheckReplicas(r, max_at, max);
+    if (min < 1) r.Fail(FieldPath(min_at) + ": must be >= 1");
+    if (max < min)
+      r.Fail(FieldPath(max_at) + ": " + std::to_string(max) + " is below minReplicas " + std::to_string(min));
+    if (autoscaling->contains("targetKvCacheUsage")) {
+      const json& target = autoscaling->at("targetKvCacheUsage");
+      if (!target.is_number() || !(target.get<double>() > 0.0 && target.get<double>() <= 1.0))
+        r.Fail(FieldPath(P(base, "autoscaling/targetKvCacheUsage")) + ": want a number in (0, 1]");
+    }
+    if (r.Int(P(base, "autoscaling/scaleDownDelaySeconds"), 0) < 0)
+      r.Fail(FieldPath(P(base, "autoscaling/scaleDownDelaySeconds")) + ": must be >= 0");
   }
   if (const json* root = r.Object(base); root && root->contains("kvCacheMemory")) {
     out->kv_cache_memory = root->at("kvCacheMemory");
@@ -79,7 +180,8 @@ void ReadPool(FieldReader& r, std::string_view base, PoolSpec* out) {
       out->kv_cache_bytes = *bytes;
   }
 
-  if (out->replicas < 0) r.Fail(FieldPath(P(base, "replicas")) + ": must be >= 0");
+  CheckReplicas(r, P(base, "replicas"), out->replicas);
+  CheckResources(r, P(base, "resources"), out->resources);
   int64_t tp = out->tensor_parallel;
   if (tp < 1 || tp > 64 || (tp & (tp - 1)) != 0) {
     r.Fail(FieldPath(P(base, "tensorParallel")) + ": " + std::to_string(tp) +
@@ -136,47 +238,54 @@ void ReadCommon(FieldReader& r, const PlanOptions& options, CommonSpec* out) {
   out->image_pull_policy = r.String("/spec/imagePullPolicy", "");
   if (auto* spec = r.Object("/spec"); spec && spec->contains("imagePullSecrets")) {
     const json& secrets = spec->at("imagePullSecrets");
-    if (!secrets.is_array())
+    if (!secrets.is_array()) {
       r.Fail("spec.imagePullSecrets: want a list");
-    else
+    } else {
+      for (size_t i = 0; i < secrets.size(); ++i) {
+        const json& name = secrets[i].is_object() ? secrets[i].value("name", json()) : json();
+        if (!name.is_string() || name.get<std::string>().empty())
+          r.Fail("spec.imagePullSecrets." + std::to_string(i) + ".name: want a Secret name");
+      }
       out->image_pull_secrets = secrets;
+    }
   }
 }
 
 }  // namespace
 
 StatusOr<int64_t> ParseQuantityBytes(const json& q) {
+  if (q.is_number_unsigned()) {
+    if (q.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+      return Status::InvalidArgument(q.dump() + " is too large");
+    }
+    return q.get<int64_t>();
+  }
   if (q.is_number_integer()) {
     if (q.get<int64_t>() < 0) return Status::InvalidArgument("negative quantity");
     return q.get<int64_t>();
   }
   if (!q.is_string()) return Status::InvalidArgument("want a quantity such as 40Gi");
+  // Kubernetes' grammar: a sign, digits with at most one '.', then a suffix (QuantitySuffix).
   const std::string& s = q.get_ref<const std::string&>();
-  size_t i = 0;
-  while (i < s.size() && (std::isdigit(static_cast<unsigned char>(s[i])) || s[i] == '.')) ++i;
-  std::string number = s.substr(0, i), suffix = s.substr(i);
-  static const std::pair<const char*, long double> kSuffixes[] = {{"", 1},
-                                                                  {"k", 1e3L},
-                                                                  {"M", 1e6L},
-                                                                  {"G", 1e9L},
-                                                                  {"T", 1e12L},
-                                                                  {"P", 1e15L},
-                                                                  {"E", 1e18L},
-                                                                  {"Ki", 1024.0L},
-                                                                  {"Mi", 1048576.0L},
-                                                                  {"Gi", 1073741824.0L},
-                                                                  {"Ti", 1099511627776.0L},
-                                                                  {"Pi", 1125899906842624.0L},
-                                                                  {"Ei", 1152921504606846976.0L}};
-  long double scale = -1;
-  for (const auto& [name, value] : kSuffixes) {
-    if (suffix == name) scale = value;
+  const std::string quoted = "'" + (s.size() > 40 ? s.substr(0, 40) + "..." : s) + "'";
+  const size_t start = !s.empty() && (s[0] == '+' || s[0] == '-') ? 1 : 0;
+  size_t i = start, digits = 0;
+  while (i < s.size() && std::isdigit(static_cast<unsigned char>(s[i]))) ++i, ++digits;
+  if (i < s.size() && s[i] == '.') {
+    for (++i; i < s.size() && std::isdigit(static_cast<unsigned char>(s[i])); ++i) ++digits;
   }
-  if (number.empty() || number == "." || number.find('.') != number.rfind('.') || scale < 0) {
-    return Status::InvalidArgument("'" + s + "' is not a quantity such as 40Gi");
+  int pow2 = 0;
+  int64_t pow10 = 0;
+  if (digits == 0 || !QuantitySuffix(std::string_view(s).substr(i), &pow2, &pow10)) {
+    return Status::InvalidArgument(quoted + " is not a quantity such as 40Gi");
   }
-  long double bytes = std::ceil(std::stold(number) * scale);
-  if (bytes > 9.2e18L) return Status::InvalidArgument("'" + s + "' is too large");
+  // strtold of "<number>e<pow10>", not stold: correctly rounded, and thousands of digits or a
+  // huge exponent overflow to HUGE_VALL (or underflow towards 0) instead of throwing.
+  const std::string decimal = s.substr(start, i - start) + "e" + std::to_string(pow10);
+  const long double value = std::ldexp(std::strtold(decimal.c_str(), nullptr), pow2);
+  if (s[0] == '-' && value != 0) return Status::InvalidArgument(quoted + ": negative quantity");
+  const long double bytes = std::ceil(value);  // as resource.Quantity.Value(): rounded up
+  if (!(bytes <= 9.2e18L)) return Status::InvalidArgument(quoted + " is too large");
   return static_cast<int64_t>(bytes);
 }
 
@@ -206,7 +315,8 @@ StatusOr<DeploymentSpec> ParseDeploymentSpec(const json& mdep, const PlanOptions
   if (const json* res = r.Object("/spec/router/resources")) s.router_resources = *res;
   s.api_key_secret = r.String("/spec/router/auth/apiKeySecret/name", "");
   s.api_key_key = r.String("/spec/router/auth/apiKeySecret/key", s.api_key_key);
-  if (s.router_replicas < 0) r.Fail("spec.router.replicas: must be >= 0");
+  CheckReplicas(r, "/spec/router/replicas", s.router_replicas);
+  CheckResources(r, "/spec/router/resources", s.router_resources);
   if (s.router_port < 1 || s.router_port > 65535) {
     r.Fail("spec.router.port: " + std::to_string(s.router_port) + " is not in 1..65535");
   } else if (s.router_port == kGrpcPort || s.router_port == kMetricsPort) {

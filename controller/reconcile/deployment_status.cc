@@ -1,6 +1,7 @@
 #include "controller/reconcile/deployment_status.h"
 
 #include "controller/reconcile/conditions.h"
+#include "controller/reconcile/deployment_spec.h"
 
 namespace tandem::controller::reconcile {
 namespace {
@@ -22,19 +23,19 @@ struct Part {
   }
 };
 
-Part PoolPart(std::string name, const json& mdep, const json* pool) {
+Part PoolPart(std::string name, int64_t desired, const json* pool) {
   Part p;
   p.name = std::move(name);
-  FieldReader d(mdep);
-  p.desired = d.Int("/spec/" + p.name + "/replicas", 1);
+  p.desired = desired;
   if (pool == nullptr) return p;
   FieldReader r(*pool);
-  p.desired = r.Int("/spec/replicas", p.desired);  // the autoscaler may have moved it
   p.replicas = r.Int("/status/replicas", 0);
   p.ready = r.Int("/status/readyReplicas", 0);
   p.current = r.Int("/status/observedGeneration", -1) == r.Int("/metadata/generation", 0);
   json status = pool->value("status", json::object());
-  p.is_ready = p.current && ConditionIsTrue(status, kReady);
+  // Ready counts only with the replicas this deployment wants: a pool read from a cache that has
+  // not seen the latest spec yet says Ready for its old size.
+  p.is_ready = p.current && ConditionIsTrue(status, kReady) && p.ready >= p.desired;
   if (p.current && ConditionIsTrue(status, kDegraded)) {
     const json* c = FindCondition(status, kDegraded);
     p.degraded_reason = StringField(*c, "reason");
@@ -44,10 +45,10 @@ Part PoolPart(std::string name, const json& mdep, const json* pool) {
   return p;
 }
 
-Part RouterPart(const json& mdep, const json* router) {
+Part RouterPart(int64_t desired, const json* router) {
   Part p;
   p.name = "router";
-  p.desired = FieldReader(mdep).Int("/spec/router/replicas", 1);
+  p.desired = desired;
   if (router == nullptr) return p;
   FieldReader r(*router);
   p.replicas = r.Int("/status/replicas", 0);
@@ -60,17 +61,22 @@ Part RouterPart(const json& mdep, const json* router) {
 
 }  // namespace
 
+int64_t DesiredReplicas(const json* pool, int64_t from_deployment) {
+  if (pool == nullptr) return from_deployment;
+  StatusOr<ModelPoolSpec> spec = ParseModelPoolSpec(*pool, PlanOptions{});
+  return spec.ok() ? spec->pool.replicas : from_deployment;
+}
+
 json ComputeDeploymentStatus(const DeploymentObservation& o, std::string_view now) {
   const json& mdep = *o.deployment;
   int64_t generation = FieldReader(mdep).Int("/metadata/generation", 0);
-  std::vector<Part> parts = {PoolPart("prefill", mdep, o.prefill), PoolPart("decode", mdep, o.decode),
-                             RouterPart(mdep, o.router)};
+  std::vector<Part> parts = {PoolPart("prefill", o.prefill_desired, o.prefill),
+                             PoolPart("decode", o.decode_desired, o.decode),
+                             RouterPart(o.router_desired, o.router)};
 
   std::vector<Condition> conditions;
   if (!o.plan.ok()) {
-    conditions = {{std::string(kReady), false, std::string(kReasonInvalidSpec), o.plan.message()},
-                  {std::string(kProgressing), false, std::string(kReasonInvalidSpec), o.plan.message()},
-                  {std::string(kDegraded), true, std::string(kReasonInvalidSpec), o.plan.message()}};
+    conditions = InvalidSpecConditions(o.plan.message());
   } else {
     bool all_ready = true, all_current = true;
     std::string not_ready, stale, capacity;

@@ -23,7 +23,16 @@ struct DeploymentObservation {
   const json* prefill = nullptr;       // the live ModelPools, or null
   const json* decode = nullptr;
   const json* router = nullptr;  // the live router Deployment, or null
+  // Desired replicas as the typed specs say: the deployment's, or an autoscaled pool's own
+  // (DesiredReplicas); 0 where neither could be read. A pool is ready with at least that many.
+  int64_t prefill_desired = 0;
+  int64_t decode_desired = 0;
+  int64_t router_desired = 0;
 };
+
+// A pool's desired replicas: the live ModelPool's spec.replicas as PlanPool reads it, or
+// `from_deployment` while the pool is missing or unreadable.
+int64_t DesiredReplicas(const json* pool, int64_t from_deployment);
 
 // The status to store. `now` (RFC 3339) stamps conditions whose status flips.
 json ComputeDeploymentStatus(const DeploymentObservation& observed, std::string_view now);

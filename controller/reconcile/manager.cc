@@ -9,6 +9,7 @@
 #include "controller/metrics/workqueue_hooks.h"
 #include "controller/reconcile/kube_store.h"
 #include "controller/reconcile/reconciler.h"
+#include "controller/runtime/clock_wait.h"
 #include "controller/runtime/informer.h"
 #include "controller/runtime/rate_limiter.h"
 #include "controller/runtime/workqueue.h"
@@ -56,6 +57,7 @@ Manager::Manager(kube::Client* client, metrics::ControllerMetrics* metrics, Mana
       metrics_(metrics),
       options_(std::move(options)),
       clock_(options_.clock != nullptr ? *options_.clock : SteadyClock::Default()) {
+  resync_sleeper_ = std::make_unique<runtime::Sleeper>(clock_);
   store_ = std::make_unique<KubeStore>(client_, clock_, options_.qps, options_.burst);
   events_ = std::make_unique<EventRecorder>(store_.get(), "tandem-controller", UnixSeconds);
   ReconcileContext ctx{store_.get(), events_.get(), metrics_, UnixSeconds, options_.plan};
@@ -91,6 +93,8 @@ void Manager::AddInformer(int kind_index, const std::string& label_selector) {
   auto informer = std::make_unique<runtime::Informer>(
       options_.informer_client != nullptr ? options_.informer_client : client_, o);
   store_->SetInformer(kind, informer.get());
+  if (kind == Kind::kModelDeployment) deployment_informer_ = informer.get();
+  if (kind == Kind::kModelPool) pool_informer_ = informer.get();
   auto route = [this, kind](const runtime::ObjectPtr& obj) {
     if (obj == nullptr) return;
     std::string owner_kind, owner_key;
@@ -160,6 +164,20 @@ void Manager::StartWorkers() {
     workers_.emplace_back([this] { Worker(deployment_queue_.get(), true); });
     workers_.emplace_back([this] { Worker(pool_queue_.get(), false); });
   }
+  if (options_.resync_period.count() > 0) {
+    resync_thread_ = std::thread([this] {
+      while (resync_sleeper_->SleepFor(options_.resync_period)) Resync();
+    });
+  }
+}
+
+void Manager::Resync() {
+  // As client-go's informer resync: every cached object goes through the queue again, where a
+  // key already waiting is not added twice.
+  for (const runtime::ObjectPtr& obj : deployment_informer_->List()) deployment_queue_->Add(ObjectKey(*obj));
+  if (metrics_ != nullptr) metrics_->CountResync("modeldeployment");
+  for (const runtime::ObjectPtr& obj : pool_informer_->List()) pool_queue_->Add(ObjectKey(*obj));
+  if (metrics_ != nullptr) metrics_->CountResync("modelpool");
 }
 
 void Manager::Worker(runtime::WorkQueue* queue, bool deployments) {
@@ -194,6 +212,8 @@ void Manager::Worker(runtime::WorkQueue* queue, bool deployments) {
 void Manager::Stop() {
   if (stopped_.exchange(true)) return;
   store_->Interrupt();
+  resync_sleeper_->Interrupt();
+  if (resync_thread_.joinable()) resync_thread_.join();
   deployment_queue_->ShutDown();
   pool_queue_->ShutDown();
   for (std::thread& t : workers_) t.join();

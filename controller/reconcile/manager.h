@@ -27,6 +27,7 @@ class ControllerMetrics;
 }
 namespace tandem::controller::runtime {
 class Informer;
+class Sleeper;
 class WorkQueue;
 }  // namespace tandem::controller::runtime
 
@@ -48,6 +49,9 @@ struct ManagerOptions {
   // Lists and watches go through this client when set (else the reconcile client), so the
   // reconcile client's traffic is the reconcilers' alone.
   kube::Client* informer_client = nullptr;
+  // While the workers run, every cached ModelDeployment and ModelPool is enqueued again this
+  // often (controller-runtime's SyncPeriod); zero: never.
+  std::chrono::nanoseconds resync_period{0};
 };
 
 class Manager {
@@ -77,6 +81,7 @@ class Manager {
  private:
   void Worker(runtime::WorkQueue* queue, bool deployments);
   void AddInformer(int kind_index, const std::string& label_selector);
+  void Resync();
 
   kube::Client* const client_;
   metrics::ControllerMetrics* const metrics_;
@@ -89,6 +94,10 @@ class Manager {
   std::unique_ptr<runtime::WorkQueue> deployment_queue_;
   std::unique_ptr<runtime::WorkQueue> pool_queue_;
   std::vector<std::unique_ptr<runtime::Informer>> informers_;
+  const runtime::Informer* deployment_informer_ = nullptr;
+  const runtime::Informer* pool_informer_ = nullptr;
+  std::unique_ptr<runtime::Sleeper> resync_sleeper_;
+  std::thread resync_thread_;
   std::vector<std::thread> workers_;
   std::atomic<bool> workers_started_{false};
   std::atomic<bool> stopped_{false};

@@ -153,5 +153,39 @@ TEST(ManagerKube, ConvergesThroughFaultsAndCachesMatchTheServer) {
   manager.Stop();
 }
 
+// --resync-period: with no event at all, every cached deployment and pool is reconciled again.
+TEST(ManagerKube, ResyncReconcilesEveryCachedObjectAgain) {
+  kube::testing::KubeSimOptions sim_options;
+  sim_options.auto_ready = true;
+  TANDEM_START_KUBE_SIM_OR_SKIP(sim, sim_options);
+  std::unique_ptr<kube::Client> client = kube::Client::New(sim->config()).value();
+  ASSERT_TRUE(InstallCrds(*client).ok());
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_TRUE(client->Create(ResourceOf(Kind::kModelDeployment), "default", Deployment(i)).ok());
+  }
+  metrics::ControllerMetrics metrics;
+  ManagerOptions options;
+  options.resync_period = std::chrono::milliseconds(100);
+  Manager manager(client.get(), &metrics, options);
+  manager.StartInformers();
+  ASSERT_TRUE(manager.WaitForSync(std::chrono::seconds(30)));
+  manager.StartWorkers();
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (ReadyDeployments(*client) != 2 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_EQ(ReadyDeployments(*client), 2) << sim->Log();
+  // Converged, so nothing but the resync moves the counter: 2 deployments + 4 pools a round.
+  const int64_t before = manager.reconciles();
+  deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (manager.reconciles() < before + 3 * 6 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_GE(manager.reconciles(), before + 3 * 6);
+  EXPECT_NE(metrics.Serialize().find(R"(tandem_controller_resyncs_total{controller="modelpool"})"),
+            std::string::npos);
+  manager.Stop();
+}
+
 }  // namespace
 }  // namespace tandem::controller::reconcile

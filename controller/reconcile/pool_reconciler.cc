@@ -22,6 +22,7 @@ Status ModelPoolReconciler::Reconcile(const std::string& key) {
   PoolObservation observed;
   observed.pool = &pool;
   observed.plan = plan.status();
+  observed.desired = plan.ok() ? plan->spec.pool.replicas : 0;
   if (plan.ok()) {
     PruneScope scope{
         ns, PoolSelector(deployment, role), {Kind::kStatefulSet, Kind::kService, Kind::kPodDisruptionBudget}};
@@ -47,7 +48,7 @@ Status ModelPoolReconciler::Reconcile(const std::string& key) {
 
   json status = ComputePoolStatus(observed, Rfc3339(ctx_.unix_seconds()));
   if (ctx_.metrics != nullptr && !deployment.empty()) {
-    ctx_.metrics->SetPoolReplicas(deployment, role, metrics::kReplicasDesired, r.Int("/spec/replicas", 0));
+    ctx_.metrics->SetPoolReplicas(deployment, role, metrics::kReplicasDesired, observed.desired);
     ctx_.metrics->SetPoolReplicas(deployment, role, metrics::kReplicasCurrent,
                                   FieldReader(status).Int("/replicas", 0));
     ctx_.metrics->SetPoolReplicas(deployment, role, metrics::kReplicasReady,

@@ -28,7 +28,7 @@ std::string UnschedulableMessage(const json& pod) {
 json ComputePoolStatus(const PoolObservation& o, std::string_view now) {
   FieldReader r(*o.pool);
   int64_t generation = r.Int("/metadata/generation", 0);
-  int64_t desired = r.Int("/spec/replicas", 1);
+  const int64_t desired = o.desired;
   std::string deployment = r.String("/spec/deploymentName", "");
   std::string role = r.String("/spec/role", "");
 
@@ -60,9 +60,7 @@ json ComputePoolStatus(const PoolObservation& o, std::string_view now) {
 
   std::vector<Condition> conditions;
   if (!o.plan.ok()) {
-    conditions = {{std::string(kReady), false, std::string(kReasonInvalidSpec), o.plan.message()},
-                  {std::string(kProgressing), false, std::string(kReasonInvalidSpec), o.plan.message()},
-                  {std::string(kDegraded), true, std::string(kReasonInvalidSpec), o.plan.message()}};
+    conditions = InvalidSpecConditions(o.plan.message());
   } else {
     bool all_ready = o.statefulset != nullptr && !rolling && ready >= desired;
     if (all_ready) {

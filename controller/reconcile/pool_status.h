@@ -17,6 +17,7 @@ namespace tandem::controller::reconcile {
 struct PoolObservation {
   const json* pool = nullptr;          // REQUIRES: not null
   Status plan = Status::Ok();          // PlanPool's result: an error is InvalidSpec
+  int64_t desired = 0;                 // spec.replicas as PlanPool read it; 0 when the plan failed
   std::vector<std::string> not_owned;  // children the executor refused to adopt ("StatefulSet x")
   const json* statefulset = nullptr;   // the live StatefulSet, or null
   std::vector<const json*> pods;       // the pool's pods (selected by its labels)

@@ -80,6 +80,7 @@ TEST_P(PoolStatusTable, Conditions) {
   json pool = Pool(2);
   PoolObservation o;
   o.pool = &pool;
+  o.desired = 2;
   if (c.invalid) o.plan = Status::InvalidArgument("spec.tensorParallel: 6 is not a power of two");
   if (c.not_owned) o.not_owned.push_back("StatefulSet ns/d-decode");
   if (!c.sts.is_null()) o.statefulset = &c.sts;
@@ -123,6 +124,7 @@ TEST(PoolStatus, ReplicaCountsComeFromTheStatefulSet) {
   json sts = Sts(3, 3, 2, 3);
   PoolObservation o;
   o.pool = &pool;
+  o.desired = 3;
   o.statefulset = &sts;
   json status = ComputePoolStatus(o, kT0);
   EXPECT_EQ(status["replicas"], 3);
@@ -156,10 +158,18 @@ json Mdep() {
       "spec": {"prefill": {"replicas": 1}, "decode": {"replicas": 2}, "router": {"replicas": 1}}})");
 }
 
+// The desired replicas of Mdep()'s spec, as the reconciler fills them in.
+void DesiredOfMdep(DeploymentObservation* o) {
+  o->prefill_desired = 1;
+  o->decode_desired = 2;
+  o->router_desired = 1;
+}
+
 TEST(DeploymentStatus, ReadyWhenEveryPoolAndTheRouterAre) {
   json mdep = Mdep(), prefill = ReadyPool(1, 1, true), decode = ReadyPool(2, 2, true), router = Router(1, 1);
   DeploymentObservation o{&mdep,   Status::Ok(), "prefill=fp8/bf16 decode=int4/fp8_e4m3", {}, &prefill,
                           &decode, &router};
+  DesiredOfMdep(&o);
   json status = ComputeDeploymentStatus(o, kT0);
   EXPECT_EQ(Cond(status, kReady, "status"), "True");
   EXPECT_EQ(Cond(status, kReady, "reason"), "AllPoolsReady");
@@ -180,6 +190,7 @@ TEST(DeploymentStatus, ReadyWhenEveryPoolAndTheRouterAre) {
   // Missing pools (just created) and a router not ready.
   json slow_router = Router(1, 0);
   DeploymentObservation fresh{&mdep, Status::Ok(), "", {}, nullptr, nullptr, &slow_router};
+  DesiredOfMdep(&fresh);
   status = ComputeDeploymentStatus(fresh, kT0);
   EXPECT_EQ(Cond(status, kReady, "message"), "not ready: prefill 0/1, decode 0/2, router 0/1");
 }
@@ -188,6 +199,7 @@ TEST(DeploymentStatus, PoolCapacityAndInvalidSpecAndNotOwned) {
   json mdep = Mdep(), prefill = ReadyPool(1, 1, true), router = Router(1, 1);
   json starved = ReadyPool(2, 1, false, true, "InsufficientCapacity");
   DeploymentObservation o{&mdep, Status::Ok(), "", {}, &prefill, &starved, &router};
+  DesiredOfMdep(&o);
   json status = ComputeDeploymentStatus(o, kT0);
   EXPECT_EQ(Cond(status, kReady, "reason"), "InsufficientCapacity");
   EXPECT_EQ(Cond(status, kDegraded, "status") + "/" + Cond(status, kDegraded, "reason"),
@@ -227,9 +239,30 @@ void Pointers(const json& node, const std::string& prefix, std::vector<std::stri
   }
 }
 
+// Every condition of a computed status is well formed: a type, True/False/Unknown, a reason and
+// a transition time. Returns the Ready condition's status ("" when there is none).
+std::string ExpectWellFormed(const json& status, const std::string& where) {
+  std::string ready;
+  EXPECT_TRUE(status.is_object() && status.contains("conditions") && status["conditions"].is_array())
+      << where;
+  if (!status.is_object() || !status.contains("conditions") || !status["conditions"].is_array()) return ready;
+  for (const json& c : status["conditions"]) {
+    const std::string s = c.value("status", "");
+    EXPECT_TRUE(s == "True" || s == "False" || s == "Unknown") << where << ": " << c.dump();
+    EXPECT_FALSE(c.value("type", "").empty()) << where << ": " << c.dump();
+    EXPECT_FALSE(c.value("reason", "").empty()) << where << ": " << c.dump();
+    EXPECT_TRUE(c.contains("lastTransitionTime") && c["lastTransitionTime"].is_string()) << where;
+    if (c.value("type", "") == kReady) ready = s;
+  }
+  EXPECT_FALSE(ready.empty()) << where << ": no Ready condition";
+  return ready;
+}
+
 // Status computation reads objects other controllers (and users) write: every field of each
-// input replaced by each JSON type must give a status, never an exception.
-TEST(Status, DamagedInputsNeverThrow) {
+// input replaced by each JSON type gives a well-formed status, never an exception. The inputs
+// describe a pool with 1 of 2 replicas ready and a deployment whose decode pool is not Ready, so
+// damage that is not a plausible value (anything but an integer) never makes either Ready.
+TEST(Status, DamagedInputsGiveWellFormedStatusAndNeverReady) {
   const json kReplacements[] = {nullptr, 7, "x", true, json::array({1}), json::object()};
   json pool = Pool(2), sts = Sts(2, 2, 1, 2), pod = UnschedulablePod();
   pool["status"] = ReadyPool(2, 1, false, true, "InsufficientCapacity")["status"];
@@ -238,9 +271,28 @@ TEST(Status, DamagedInputsNeverThrow) {
   json router = Router(1, 1);
   mdep["status"] = {
       {"conditions", MergeConditions(nullptr, {{"Ready", true, "AllPoolsReady", "m"}}, 1, kT0)}};
+  auto compute = [&](const std::string& where, json* pool_status, json* deployment_status) {
+    PoolObservation o;
+    o.pool = &pool;
+    o.desired = 2;  // what PlanPool read (damage to the pool's spec is the planner's to refuse)
+    o.statefulset = &sts;
+    o.pods = {&pod};
+    *pool_status = ComputePoolStatus(o, kT1);
+    DeploymentObservation d{&mdep, Status::Ok(), "", {}, &prefill, &decode, &router};
+    DesiredOfMdep(&d);
+    *deployment_status = ComputeDeploymentStatus(d, kT1);
+    (void)where;
+  };
+  json pool_status, deployment_status;
+  compute("undamaged", &pool_status, &deployment_status);
+  ASSERT_EQ(ExpectWellFormed(pool_status, "undamaged pool"), "False");
+  ASSERT_EQ(ExpectWellFormed(deployment_status, "undamaged deployment"), "False");
+
   json* inputs[] = {&pool, &sts, &pod, &mdep, &prefill, &decode, &router};
+  const char* names[] = {"pool", "statefulset", "pod", "deployment", "prefill", "decode", "router"};
   int computed = 0;
-  for (json* input : inputs) {
+  for (size_t i = 0; i < std::size(inputs); ++i) {
+    json* input = inputs[i];
     std::vector<std::string> pointers;
     Pointers(*input, "", &pointers);
     json original = *input;
@@ -248,17 +300,15 @@ TEST(Status, DamagedInputsNeverThrow) {
       for (const json& value : kReplacements) {
         *input = original;
         (*input)[json::json_pointer(p)] = value;
-        auto compute = [&] {
-          PoolObservation o;
-          o.pool = &pool;
-          o.statefulset = &sts;
-          o.pods = {&pod};
-          (void)ComputePoolStatus(o, kT1);
-          DeploymentObservation d{&mdep, Status::Ok(), "", {}, &prefill, &decode, &router};
-          (void)ComputeDeploymentStatus(d, kT1);
-          ++computed;
-        };
-        EXPECT_NO_THROW(compute()) << p << " = " << value.dump();
+        const std::string where = std::string(names[i]) + p + " = " + value.dump();
+        EXPECT_NO_THROW(compute(where, &pool_status, &deployment_status)) << where;
+        const std::string pool_ready = ExpectWellFormed(pool_status, where + " (pool)");
+        const std::string deployment_ready = ExpectWellFormed(deployment_status, where + " (deployment)");
+        if (!value.is_number_integer()) {
+          EXPECT_NE(pool_ready, "True") << where << ": " << pool_status.dump();
+          EXPECT_NE(deployment_ready, "True") << where << ": " << deployment_status.dump();
+        }
+        ++computed;
       }
       *input = original;
     }

@@ -2,12 +2,14 @@
 as processes, and polling."""
 
 import os
+import re
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
@@ -69,29 +71,79 @@ class Cluster:
             return f.read()
 
     def stop(self):
+        """Stops every controller still running with SIGTERM, and kube-sim. A controller must exit
+        0 from SIGTERM (a sanitizer's leak or error report at exit makes it fail)."""
+        bad = []
         for proc in self.controllers:
             if proc.poll() is None:
                 proc.send_signal(signal.SIGTERM)
                 try:
-                    proc.wait(20)
+                    if proc.wait(20) != 0:
+                        bad.append("exit %d after SIGTERM:\n%s" % (proc.returncode, self.controller_log(proc)[-4000:]))
                 except subprocess.TimeoutExpired:
                     proc.kill()
                     proc.wait()
+                    bad.append("did not stop within 20 s of SIGTERM")
             proc.log.close()
         self.sim.stop()
+        if bad:
+            raise AssertionError("tandem-controller: " + "\n".join(bad))
 
     def stats(self):
         return self.sim.ok("GET", "/sim/stats")
 
-    def reconcile_writes(self):
-        """Writes by the controllers' reconcile clients (Lease renewals, sent with a separate
-        User-Agent, and informer reads excluded), from kube-sim's per-User-Agent counts since the
-        last reset."""
-        total = 0
+    def reconcile_writes_by_verb(self):
+        """{verb: count} of the reconcile clients' writes since the last reset (only verbs > 0):
+        Lease renewals (a separate User-Agent) and informer reads are not counted."""
+        out = {}
         for agent, verbs in self.stats().get("by_user_agent", {}).items():
             if agent.startswith("tandem-controller/") and " " not in agent:
-                total += sum(verbs.get(v, 0) for v in ("create", "update", "patch", "delete", "deletecollection"))
-        return total
+                for v in ("create", "update", "patch", "delete", "deletecollection"):
+                    if verbs.get(v, 0):
+                        out[v] = out.get(v, 0) + verbs[v]
+        return out
+
+    def metrics(self, proc):
+        """{series: value} scraped from the controller's /metrics (its address is in its log)."""
+        found = wait_for(lambda: re.search(r"metrics on (\S+)", self.controller_log(proc)), 10,
+                         "the controller's metrics address")
+        with urllib.request.urlopen("http://%s/metrics" % found.group(1), timeout=10) as r:
+            text = r.read().decode()
+        out = {}
+        for line in text.splitlines():
+            if line and not line.startswith("#"):
+                series, value = line.rsplit(" ", 1)
+                out[series] = float(value)
+        return out
+
+    def quiet_writes(self, proc, deployments, pools, rounds=3, timeout=60):
+        """Lets one resync round pass, resets kube-sim's counts, then waits until `proc` (started
+        with a short --resync-period) has demonstrably reconciled every object again: `rounds`
+        resyncs of each controller since the reset, at least rounds-1 reconciles per object
+        counted, and empty queues. Returns the reconcile clients' writes by verb in that window:
+        {} for a converged controller."""
+        def reconciles(m, controller):
+            return sum(v for k, v in m.items()
+                       if k.startswith('tandem_controller_reconcile_total{controller="%s"' % controller))
+
+        def resyncs(m, controller):
+            return m.get('tandem_controller_resyncs_total{controller="%s"}' % controller, 0)
+
+        def after(m0, rounds, objects):
+            def done():
+                m = self.metrics(proc)
+                return all(resyncs(m, c) >= resyncs(m0, c) + rounds and
+                           reconciles(m, c) >= reconciles(m0, c) + (rounds - 1) * n * objects and
+                           m.get('tandem_workqueue_depth{name="%s"}' % c, 0) == 0
+                           for c, n in (("modeldeployment", deployments), ("modelpool", pools)))
+            return done
+
+        # First one whole resync round, so that writes still owed to the last change (a status
+        # that lags its children by one event) are made before the count starts.
+        wait_for(after(self.metrics(proc), 2, 0), timeout, "a resync round before the count")
+        self.sim.ok("DELETE", "/sim/stats")
+        wait_for(after(self.metrics(proc), rounds, 1), timeout, "%d forced resyncs reconciled" % rounds)
+        return self.reconcile_writes_by_verb()
 
     def reconcile_requests(self):
         """Every request of the controllers' reconcile clients (the rate-limited ones)."""

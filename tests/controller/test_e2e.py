@@ -13,7 +13,6 @@ Run: TANDEM_CONTROLLER=build-x/controller/tandem-controller .venv/bin/python tes
 
 import json
 import os
-import time
 import unittest
 
 from e2e_lib import API, REPO, Cluster, condition, is_ready, wait_for
@@ -49,7 +48,8 @@ class HappyPathTest(unittest.TestCase):
     def test_tiny_cpu_lifecycle(self):
         c = self.cluster
         c.kubectl("apply", "--validate=false", "-f", os.path.join(REPO, "crds"))
-        ctl = c.start_controller("--lease-duration", "4", "--renew-deadline", "3", "--retry-period", "1")
+        ctl = c.start_controller("--lease-duration", "4", "--renew-deadline", "3", "--retry-period", "1",
+                                 "--resync-period", "1")
         c.kubectl("apply", "--validate=false", "-f", os.path.join(REPO, "deploy", "examples", "tiny-cpu.yaml"))
         mdep_path = API % NS + "modeldeployments/tiny-cpu"
 
@@ -95,10 +95,8 @@ class HappyPathTest(unittest.TestCase):
         self.assertEqual(table[0].split(), ["NAME", "READY", "PREFILL", "DECODE", "PRECISION", "AGE"])
         self.assertEqual(table[1].split()[:5], ["tiny-cpu", "True", "1/1", "1/1", "prefill=bf16/bf16"])
 
-        # Converged: a quiet period sees no writes at all (second reconciles change nothing).
-        c.sim.ok("DELETE", "/sim/stats")
-        time.sleep(2.0)
-        self.assertEqual(c.reconcile_writes(), 0, c.stats())
+        # Converged: reconciles forced by the resync (counted on /metrics) write nothing at all.
+        self.assertEqual(c.quiet_writes(ctl, deployments=1, pools=2), {}, c.stats())
 
         # A spec change: generation 2, observedGeneration follows, the new replica comes up.
         c.kubectl("patch", "mdep", "tiny-cpu", "--type", "merge", "-p",
@@ -125,9 +123,8 @@ class HappyPathTest(unittest.TestCase):
         c.pods_ready("tandem.dev/deployment=tiny-cpu")
         mdep = wait_for(lambda: (lambda m: m if is_ready(m) and m["status"]["decode"]["ready"] == "3/3" else None)(
             c.get(mdep_path)), 30, "Ready with 3 decode replicas")
-        c.sim.ok("DELETE", "/sim/stats")
-        time.sleep(1.0)  # a quiet period: nothing scales it back
-        self.assertEqual(c.reconcile_writes(), 0, c.stats())
+        # Forced reconciles of the deployment and both pools do not scale it back, nor write.
+        self.assertEqual(c.quiet_writes(ctl, deployments=1, pools=2), {}, c.stats())
         self.assertEqual(c.get(CHILD_PATHS["modelpools"] + "/tiny-cpu-decode")["spec"]["replicas"], 3)
         self.assertEqual(c.get(CHILD_PATHS["statefulsets"] + "/tiny-cpu-decode")["spec"]["replicas"], 3)
         pools = c.kubectl("get", "modelpools").stdout.split("\n")
