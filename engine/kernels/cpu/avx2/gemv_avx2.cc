@@ -12,6 +12,7 @@
 
 #include "engine/formats/float_codecs.h"
 #include "engine/kernels/cpu/avx2/simd_avx2.h"
+#include "engine/kernels/cpu/gemv_driver.h"
 #include "engine/kernels/cpu/matmul_internal.h"
 
 namespace tandem::engine::kernels::cpu::avx2 {
@@ -24,20 +25,20 @@ constexpr int64_t kPrefetchBf16Bytes = 8192;
 constexpr int64_t kPrefetchFp8Bytes = 2048;
 constexpr int64_t kPrefetchInt4Bytes = 12288;
 
-// Independent accumulators per activation row: FMA latency is 4 cycles and two issue per cycle,
-// so a single activation row needs 8 chains in flight; with 3-4 rows, 2 each suffice.
-template <int M>
-constexpr int kChains = M == 2 ? 4 : 2;
-
-// A single activation row is memory-bound: weight rows are then streamed R = 4 at a time, which
-// gives each thread four independent DRAM streams (one sequential stream per thread reaches
-// clearly less of the read bandwidth than several streams do).
-template <int M>
-constexpr int kRowsAtOnce = M == 1 ? 4 : 1;
+// The AVX2 block kernels; GemvDriver (gemv_driver.h) walks the rows and batches.
+struct BlockKernels : GemvDriver<BlockKernels> {
+  template <int M, int R>
+  static void Bf16Block(const PackedWeight& w, const float* x, float* y, int64_t n);
+  template <int M, int R>
+  static void Fp8Block(const PackedWeight& w, const float* x, float* y, int64_t n);
+  template <int M, int R, bool kInt16>
+  static void Int4Block(const PackedWeight& w, const QuantizedActivations& xq, int64_t i0, float* y,
+                        int64_t n);
+};
 
 // Weight rows [n, n + R) against activation rows [0, M).
 template <int M, int R>
-void GemvBf16Block(const PackedWeight& w, const float* x, float* y, int64_t n) {
+void BlockKernels::Bf16Block(const PackedWeight& w, const float* x, float* y, int64_t n) {
   constexpr int kC = kChains<M>;
   const int64_t k_total = w.cols(), n_total = w.rows();
   const uint16_t* rows[R];
@@ -71,14 +72,6 @@ void GemvBf16Block(const PackedWeight& w, const float* x, float* y, int64_t n) {
   }
 }
 
-template <int M>
-void GemvBf16Rows(const PackedWeight& w, const float* x, float* y, int64_t n0, int64_t n1) {
-  constexpr int R = kRowsAtOnce<M>;
-  int64_t n = n0;
-  for (; n + R <= n1; n += R) GemvBf16Block<M, R>(w, x, y, n);
-  for (; n < n1; ++n) GemvBf16Block<M, 1>(w, x, y, n);
-}
-
 // 8 e4m3 codes -> 8 fp32 holding value · 2^-8, through fp16: each code sign-extended to a word and
 // shifted up 7 puts exponent/mantissa in fp16's fields (whose bias is 8 larger) and the sign in
 // bit 15; the mask clears the sign copy in bit 14; vcvtph2ps (F16C) widens. e4m3 subnormals
@@ -97,17 +90,8 @@ inline __m256 Fp8x8ToFloat(const uint8_t* p) {
 // Block sums of (value · 2^-8) · (x · 2^40) back to value · x.
 constexpr float kHalfDecodeUnscale = 256.0f * kFp8ActivationUnscale;  // 2^-32
 
-// Prefetch distance for R row streams of row_bytes each: within a row while rows are that long;
-// for shorter rows (the model's K = 128..1024) whole blocks of R rows ahead, since a distance
-// inside the block would only touch rows already being read.
-int64_t PrefetchDistance(int64_t row_bytes, int rows_at_once, int64_t distance) {
-  if (row_bytes >= distance) return distance;
-  const int64_t block = row_bytes * rows_at_once;
-  return (distance + block - 1) / block * block;
-}
-
 template <int M, int R>
-void GemvFp8Block(const PackedWeight& w, const float* x, float* y, int64_t n) {
+void BlockKernels::Fp8Block(const PackedWeight& w, const float* x, float* y, int64_t n) {
   constexpr int kC = kChains<M>;  // accumulator chains per activation row; a step covers 32 weights
   static_assert(kFp8BlockSize % 32 == 0, "a step never straddles a scale block");
   const int64_t k_total = w.cols(), n_total = w.rows(), scale_cols = Fp8ScaleCols(k_total);
@@ -164,14 +148,6 @@ void GemvFp8Block(const PackedWeight& w, const float* x, float* y, int64_t n) {
   }
 }
 
-template <int M>
-void GemvFp8Rows(const PackedWeight& w, const float* x, float* y, int64_t n0, int64_t n1) {
-  constexpr int R = kRowsAtOnce<M>;
-  int64_t n = n0;
-  for (; n + R <= n1; n += R) GemvFp8Block<M, R>(w, x, y, n);
-  for (; n < n1; ++n) GemvFp8Block<M, 1>(w, x, y, n);
-}
-
 // ---- INT4 GEMV ----------------------------------------------------------------------------------
 // Per group g of 32 weights the integer dot d[g] = Σ u·q (u = nibble, unsigned) is formed in 8
 // int32 lanes; eight groups' lane vectors are then reduced together into one vector of eight d[g],
@@ -211,7 +187,8 @@ inline __m256i ReduceEight(const __m256i* p) {
 // Weight rows [n, n + R) against activation rows [i0, i0 + M) of xq. The R rows advance together,
 // 8 groups (128 bytes) at a time, as R independent DRAM streams.
 template <int M, int R, bool kInt16>
-void GemvInt4Block(const PackedWeight& w, const QuantizedActivations& xq, int64_t i0, float* y, int64_t n) {
+void BlockKernels::Int4Block(const PackedWeight& w, const QuantizedActivations& xq, int64_t i0, float* y,
+                             int64_t n) {
   const int64_t groups = w.groups(), n_total = w.rows();
   const int64_t full = groups / 8 * 8;
   const uint8_t* rows[R];
@@ -269,38 +246,17 @@ void GemvInt4Block(const PackedWeight& w, const QuantizedActivations& xq, int64_
   }
 }
 
-template <int M, bool kInt16>
-void GemvInt4Rows(const PackedWeight& w, const QuantizedActivations& xq, int64_t i0, float* y, int64_t n0,
-                  int64_t n1) {
-  constexpr int R = M == 1 ? 2 : 1;  // measured: a third and fourth int4 stream per thread slow it down
-  int64_t n = n0;
-  for (; n + R <= n1; n += R) GemvInt4Block<M, R, kInt16>(w, xq, i0, y, n);
-  for (; n < n1; ++n) GemvInt4Block<M, 1, kInt16>(w, xq, i0, y, n);
-}
-
 }  // namespace
 
 void GemvBf16(const PackedWeight& w, const float* x, int64_t m, float* y, int64_t n0, int64_t n1) {
-  ForEachSlice(m, n0, n1, [&](int64_t i0, int64_t rows, int64_t b, int64_t e) {
-    WithRows(rows, [&](auto kM) { GemvBf16Rows<kM>(w, x + i0 * w.cols(), y + i0 * w.rows(), b, e); });
-  });
+  BlockKernels::Bf16(w, x, m, y, n0, n1);
 }
 
 void GemvFp8(const PackedWeight& w, const float* x, int64_t m, float* y, int64_t n0, int64_t n1) {
-  ForEachSlice(m, n0, n1, [&](int64_t i0, int64_t rows, int64_t b, int64_t e) {
-    WithRows(rows, [&](auto kM) { GemvFp8Rows<kM>(w, x + i0 * w.cols(), y + i0 * w.rows(), b, e); });
-  });
+  BlockKernels::Fp8(w, x, m, y, n0, n1);
 }
 
 void GemvInt4(const PackedWeight& w, const QuantizedActivations& xq, float* y, int64_t n0, int64_t n1) {
-  ForEachSlice(xq.m, n0, n1, [&](int64_t i0, int64_t rows, int64_t b, int64_t e) {
-    WithRows(rows, [&](auto kM) {
-      if (xq.kind == Int4Activation::kInt16) {
-        GemvInt4Rows<kM, true>(w, xq, i0, y, b, e);
-      } else {
-        GemvInt4Rows<kM, false>(w, xq, i0, y, b, e);
-      }
-    });
-  });
+  BlockKernels::Int4(w, xq, y, n0, n1);
 }
 }  // namespace tandem::engine::kernels::cpu::avx2

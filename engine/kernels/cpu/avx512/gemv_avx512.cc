@@ -2,16 +2,18 @@
 // -mavx512vl -mavx512dq -mavx512vnni -mfma -O3; matmul.cc calls them only after HostCpuFeatures()
 // says the CPU has them (HasAvx512Kernels).
 //
-// Same scheme as the AVX2 kernels (avx2/gemv_avx2.cc): weights streamed once, several weight rows
-// in flight per thread at batch 1, batches above 4 in slices of 4 (ForEachSlice). Each step decodes
-// 16 weights (bf16, fp8) or 64 (int4) per instruction sequence instead of 8 or 32. K tails use
-// masked loads (masked-off weights and activations read as zero), so there is no scalar tail.
+// Same scheme as the AVX2 kernels (avx2/gemv_avx2.cc), over the same driver (gemv_driver.h):
+// weights streamed once, several weight rows in flight per thread at batch 1, batches above 4 in
+// slices of 4. Each step decodes 16 weights (bf16, fp8) or 64 (int4) per instruction sequence
+// instead of 8 or 32. K tails use masked loads (masked-off weights and activations read as zero),
+// so there is no scalar tail.
 //
 // Shared inline helpers that may not be inlined (float_codecs.h and the like) are not called here:
 // the linker could keep this file's AVX-512 copy of one for callers on CPUs without AVX-512.
 #include <cstdint>
 
 #include "engine/kernels/cpu/avx512/simd_avx512.h"
+#include "engine/kernels/cpu/gemv_driver.h"
 #include "engine/kernels/cpu/matmul_internal.h"
 
 namespace tandem::engine::kernels::cpu::avx512 {
@@ -22,23 +24,16 @@ constexpr int64_t kPrefetchBf16Bytes = 8192;
 constexpr int64_t kPrefetchFp8Bytes = 2048;
 constexpr int64_t kPrefetchInt4Bytes = 8192;
 
-// How far ahead of the current byte each of R row streams prefetches, for rows of row_bytes: the
-// format's distance within a row as long as a row is that long; shorter rows (the model's K =
-// 128..1024) move the whole block of R rows on, so the distance is rounded up to whole blocks (a
-// distance inside the block would only touch rows already being read).
-int64_t PrefetchDistance(int64_t row_bytes, int rows_at_once, int64_t distance) {
-  if (row_bytes >= distance) return distance;
-  const int64_t block = row_bytes * rows_at_once;
-  return (distance + block - 1) / block * block;
-}
-
-// Independent FMA chains per activation row: two 512-bit FMA units of latency 4 want 8 in flight.
-template <int M>
-constexpr int kChains = M == 2 ? 4 : 2;
-
-// Weight rows streamed together at batch 1 (independent DRAM streams per thread).
-template <int M>
-constexpr int kRowsAtOnce = M == 1 ? 4 : 1;
+// The AVX-512 block kernels; GemvDriver (gemv_driver.h) walks the rows and batches.
+struct BlockKernels : GemvDriver<BlockKernels> {
+  template <int M, int R>
+  static void Bf16Block(const PackedWeight& w, const float* x, float* y, int64_t n);
+  template <int M, int R>
+  static void Fp8Block(const PackedWeight& w, const float* x, float* y, int64_t n);
+  template <int M, int R, bool kInt16>
+  static void Int4Block(const PackedWeight& w, const QuantizedActivations& xq, int64_t i0, float* y,
+                        int64_t n);
+};
 
 float HorizontalSum(__m256 v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -56,7 +51,7 @@ __m512 Bf16x16(__m256i bits) {
 
 // Weight rows [n, n + R) against activation rows [0, M).
 template <int M, int R>
-void GemvBf16Block(const PackedWeight& w, const float* x, float* y, int64_t n) {
+void BlockKernels::Bf16Block(const PackedWeight& w, const float* x, float* y, int64_t n) {
   constexpr int kC = kChains<M>;
   const int64_t k_total = w.cols(), n_total = w.rows();
   const uint16_t* rows[R];
@@ -129,7 +124,7 @@ void Fp8x32ToFloat(const uint8_t* p, __m512* out) {
 constexpr float kHalfDecodeUnscale = 256.0f * avx2::kFp8ActivationUnscale;  // 2^-32
 
 template <int M, int R>
-void GemvFp8Block(const PackedWeight& w, const float* x, float* y, int64_t n) {
+void BlockKernels::Fp8Block(const PackedWeight& w, const float* x, float* y, int64_t n) {
   constexpr int kC = kChains<M>;  // accumulator chains per activation row; a step covers 64 weights
   static_assert(kFp8BlockSize % 64 == 0, "a step never straddles a scale block");
   const int64_t k_total = w.cols(), n_total = w.rows(), scale_cols = Fp8ScaleCols(k_total);
@@ -190,22 +185,6 @@ void GemvFp8Block(const PackedWeight& w, const float* x, float* y, int64_t n) {
   for (int r = 0; r < R; ++r) {
     for (int i = 0; i < M; ++i) y[i * n_total + n + r] = _mm512_reduce_add_ps(total[r][i]);
   }
-}
-
-template <int M>
-void GemvBf16Rows(const PackedWeight& w, const float* x, float* y, int64_t n0, int64_t n1) {
-  constexpr int R = kRowsAtOnce<M>;
-  int64_t n = n0;
-  for (; n + R <= n1; n += R) GemvBf16Block<M, R>(w, x, y, n);
-  for (; n < n1; ++n) GemvBf16Block<M, 1>(w, x, y, n);
-}
-
-template <int M>
-void GemvFp8Rows(const PackedWeight& w, const float* x, float* y, int64_t n0, int64_t n1) {
-  constexpr int R = kRowsAtOnce<M>;
-  int64_t n = n0;
-  for (; n + R <= n1; n += R) GemvFp8Block<M, R>(w, x, y, n);
-  for (; n < n1; ++n) GemvFp8Block<M, 1>(w, x, y, n);
 }
 
 // ---- INT4 ---------------------------------------------------------------------------------------
@@ -299,7 +278,8 @@ void Int4Step(const uint8_t* const* rows, const uint16_t* const* scales, const Q
 }
 
 template <int M, int R, bool kInt16>
-void GemvInt4Block(const PackedWeight& w, const QuantizedActivations& xq, int64_t i0, float* y, int64_t n) {
+void BlockKernels::Int4Block(const PackedWeight& w, const QuantizedActivations& xq, int64_t i0, float* y,
+                             int64_t n) {
   const int64_t groups = w.groups(), n_total = w.rows();
   const int64_t full = groups / 8 * 8;
   const uint8_t* rows[R];
@@ -317,39 +297,18 @@ void GemvInt4Block(const PackedWeight& w, const QuantizedActivations& xq, int64_
   }
 }
 
-template <int M, bool kInt16>
-void GemvInt4Rows(const PackedWeight& w, const QuantizedActivations& xq, int64_t i0, float* y, int64_t n0,
-                  int64_t n1) {
-  constexpr int R = M == 1 ? 2 : 1;
-  int64_t n = n0;
-  for (; n + R <= n1; n += R) GemvInt4Block<M, R, kInt16>(w, xq, i0, y, n);
-  for (; n < n1; ++n) GemvInt4Block<M, 1, kInt16>(w, xq, i0, y, n);
-}
-
 }  // namespace
 
 void GemvBf16(const PackedWeight& w, const float* x, int64_t m, float* y, int64_t n0, int64_t n1) {
-  ForEachSlice(m, n0, n1, [&](int64_t i0, int64_t rows, int64_t b, int64_t e) {
-    WithRows(rows, [&](auto kM) { GemvBf16Rows<kM>(w, x + i0 * w.cols(), y + i0 * w.rows(), b, e); });
-  });
+  BlockKernels::Bf16(w, x, m, y, n0, n1);
 }
 
 void GemvFp8(const PackedWeight& w, const float* x, int64_t m, float* y, int64_t n0, int64_t n1) {
-  ForEachSlice(m, n0, n1, [&](int64_t i0, int64_t rows, int64_t b, int64_t e) {
-    WithRows(rows, [&](auto kM) { GemvFp8Rows<kM>(w, x + i0 * w.cols(), y + i0 * w.rows(), b, e); });
-  });
+  BlockKernels::Fp8(w, x, m, y, n0, n1);
 }
 
 void GemvInt4(const PackedWeight& w, const QuantizedActivations& xq, float* y, int64_t n0, int64_t n1) {
-  ForEachSlice(xq.m, n0, n1, [&](int64_t i0, int64_t rows, int64_t b, int64_t e) {
-    WithRows(rows, [&](auto kM) {
-      if (xq.kind == Int4Activation::kInt16) {
-        GemvInt4Rows<kM, true>(w, xq, i0, y, b, e);
-      } else {
-        GemvInt4Rows<kM, false>(w, xq, i0, y, b, e);
-      }
-    });
-  });
+  BlockKernels::Int4(w, xq, y, n0, n1);
 }
 
 }  // namespace tandem::engine::kernels::cpu::avx512
