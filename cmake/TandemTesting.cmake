@@ -3,6 +3,8 @@
 # One GoogleTest binary beside its code; each TEST() becomes a CTest test carrying the labels, so
 # `ctest -L unit` or `ctest -LE gpu` select by kind. Tests are listed when CTest runs (not at
 # build time), which keeps the build fast and works under sanitizers.
+include(TandemSuites)
+
 function(tandem_test name)
   cmake_parse_arguments(ARG "" "TIMEOUT" "SOURCES;LIBS;LABELS" ${ARGN})
   if(NOT ARG_LABELS)

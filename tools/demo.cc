@@ -40,21 +40,24 @@ bool ParseInt(const std::string& text, int lo, int hi, int* out) {
   return true;
 }
 
-bool ParseDemoArgs(const std::vector<std::string>& args, DemoArgs* out) {
+// "" or what is wrong with the arguments, naming the flag.
+std::string ParseDemoArgs(const std::vector<std::string>& args, DemoArgs* out) {
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
-    if (i + 1 >= args.size()) return false;
+    if (a != "--page-tokens" && a != "--layers" && a != "--seed") return "unknown argument '" + a + "'";
+    if (i + 1 >= args.size()) return a + ": missing value";
     const std::string& v = args[++i];
     int seed = 0;
-    if (a == "--page-tokens" && ParseInt(v, 1, 4096, &out->page_tokens)) continue;
-    if (a == "--layers" && ParseInt(v, 1, 256, &out->layers)) continue;
-    if (a == "--seed" && ParseInt(v, 0, 1 << 30, &seed)) {
+    if (a == "--page-tokens" && !ParseInt(v, 1, 4096, &out->page_tokens))
+      return a + ": want an integer in 1..4096, got '" + v + "'";
+    if (a == "--layers" && !ParseInt(v, 1, 256, &out->layers))
+      return a + ": want an integer in 1..256, got '" + v + "'";
+    if (a == "--seed") {
+      if (!ParseInt(v, 0, 1 << 30, &seed)) return a + ": want an integer in 0..2^30, got '" + v + "'";
       out->seed = static_cast<unsigned>(seed);
-      continue;
     }
-    return false;
   }
-  return true;
+  return "";
 }
 
 double RelativeError(const std::vector<float>& got, const std::vector<float>& want) {
@@ -139,8 +142,10 @@ int RunExpertStage(unsigned seed) {
 
 int RunDemo(const std::vector<std::string>& args) {
   DemoArgs opt;
-  if (!ParseDemoArgs(args, &opt)) {
-    std::fprintf(stderr, "usage: tandem demo [--page-tokens 1..4096] [--layers 1..256] [--seed N]\n");
+  if (std::string error = ParseDemoArgs(args, &opt); !error.empty()) {
+    std::fprintf(stderr,
+                 "tandem demo: %s\nusage: tandem demo [--page-tokens 1..4096] [--layers 1..256] [--seed N]\n",
+                 error.c_str());
     return 2;
   }
   constexpr size_t kRow = 512 + 64;  // kv_lora_rank + qk_rope_head_dim

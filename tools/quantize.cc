@@ -43,7 +43,8 @@ struct CliArgs {
   bool progress = false;
 };
 
-bool ParseArgs(const std::vector<std::string>& args, CliArgs* out) {
+// "" or what is wrong with the arguments, naming the flag.
+std::string ParseArgs(const std::vector<std::string>& args, CliArgs* out) {
   eio::QuantizeOptions& o = out->options;
   o.threads = static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 16u));
   for (size_t i = 0; i < args.size(); ++i) {
@@ -52,7 +53,9 @@ bool ParseArgs(const std::vector<std::string>& args, CliArgs* out) {
       out->progress = true;
       continue;
     }
-    if (i + 1 >= args.size()) return false;
+    if (a != "--input" && a != "--output" && a != "--to" && a != "--max-shard-bytes" && a != "--threads")
+      return "unknown argument '" + a + "'";
+    if (i + 1 >= args.size()) return a + ": missing value";
     const std::string& v = args[++i];
     uint64_t n = 0;
     if (a == "--input") {
@@ -61,18 +64,21 @@ bool ParseArgs(const std::vector<std::string>& args, CliArgs* out) {
       o.output_dir = v;
     } else if (a == "--to") {
       StatusOr<eio::QuantizeTarget> target = eio::ParseQuantizeTarget(v);
-      if (!target.ok()) return false;
+      if (!target.ok()) return a + ": " + target.status().message();
       o.target = *target;
       out->have_target = true;
-    } else if (a == "--max-shard-bytes" && ParseU64(v, 1, UINT64_MAX, &n)) {
+    } else if (a == "--max-shard-bytes") {
+      if (!ParseU64(v, 1, UINT64_MAX, &n)) return a + ": want a positive integer, got '" + v + "'";
       o.max_shard_bytes = n;
-    } else if (a == "--threads" && ParseU64(v, 1, 256, &n)) {
-      o.threads = static_cast<int>(n);
     } else {
-      return false;
+      if (!ParseU64(v, 1, 256, &n)) return a + ": want an integer in 1..256, got '" + v + "'";
+      o.threads = static_cast<int>(n);
     }
   }
-  return !o.input_dir.empty() && !o.output_dir.empty() && out->have_target;
+  if (o.input_dir.empty()) return "--input is required";
+  if (o.output_dir.empty()) return "--output is required";
+  if (!out->have_target) return "--to is required";
+  return "";
 }
 
 // One carriage-returned line on stderr: "[#####.....] 120/384 tensors  1.9 GB/s".
@@ -111,8 +117,8 @@ void PrintReport(const eio::QuantizeOptions& o, const eio::QuantizeReport& r) {
 
 int RunQuantize(const std::vector<std::string>& args) {
   CliArgs cli;
-  if (!ParseArgs(args, &cli)) {
-    std::fprintf(stderr, "%s", kUsage);
+  if (std::string error = ParseArgs(args, &cli); !error.empty()) {
+    std::fprintf(stderr, "tandem quantize: %s\n%s", error.c_str(), kUsage);
     return 2;
   }
   if (cli.progress || isatty(STDERR_FILENO)) cli.options.on_progress = ProgressBar();

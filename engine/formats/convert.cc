@@ -103,6 +103,14 @@ bool Allow(ConvertIsa isa) { return g_isa_limit.load(std::memory_order_relaxed) 
 
 void LimitConvertIsaForTesting(ConvertIsa widest) { g_isa_limit.store(widest, std::memory_order_relaxed); }
 
+bool ConvertHostRuns(ConvertIsa isa) {
+#if defined(__x86_64__)
+  if (isa == ConvertIsa::kAvx512) return kHostAvx512Bw;
+  if (isa == ConvertIsa::kAvx2) return kHostAvx2;
+#endif
+  return isa == ConvertIsa::kPortable;
+}
+
 void ConvertBf16ToFp8E4M3(const uint16_t* in, uint8_t* out, size_t n, float inv_scale) {
 #if defined(__x86_64__)
   if (kHostAvx512Bw && Allow(ConvertIsa::kAvx512)) {

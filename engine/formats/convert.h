@@ -28,6 +28,8 @@ void ConvertFp8E4M3ToBf16(const uint8_t* in, uint16_t* out, size_t n, float scal
 // limit), so that every variant runs on one machine. Not for use while other threads convert.
 enum class ConvertIsa { kPortable, kAvx2, kAvx512 };
 void LimitConvertIsaForTesting(ConvertIsa widest);
+// Whether this host runs `isa`'s converters (tests skip, naming it, what it cannot run).
+bool ConvertHostRuns(ConvertIsa isa);
 
 // The per-tensor scale that maps max|x| onto the E4M3 finite maximum (1.0 for an all-zero input).
 // in: [n] bf16 bits.

@@ -404,6 +404,14 @@ void InGroupsOf4(int64_t count, Fn fn) {
 
 void LimitVecOpsIsaForTesting(VecIsa widest) { g_isa_limit.store(widest, std::memory_order_relaxed); }
 
+bool VecOpsHostRuns(VecIsa isa) {
+#if defined(__x86_64__)
+  if (isa == VecIsa::kAvx512) return kHostAvx512Bw;
+  if (isa == VecIsa::kAvx2) return kHostAvx2Fma;
+#endif
+  return isa == VecIsa::kPortable;
+}
+
 void Bf16ToF32(const uint16_t* in, float* out, int64_t n) {
 #if defined(__x86_64__)
   if (UseAvx512()) {

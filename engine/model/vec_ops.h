@@ -14,6 +14,8 @@ enum class VecIsa { kPortable, kAvx2, kAvx512 };
 // Tests: the functions below take no variant wider than `widest` from now on (kAvx512: no limit),
 // so that every variant can be checked on one machine. Not for use while other threads call them.
 void LimitVecOpsIsaForTesting(VecIsa widest);
+// Whether this host runs every kernel of `isa` (tests skip, naming it, what it cannot run).
+bool VecOpsHostRuns(VecIsa isa);
 
 // Σ a[i]·b[i] in fp32: fused multiply-adds into independent SIMD accumulators (16-lane with
 // AVX-512, 8-lane with AVX2+FMA, 8 scalar chains otherwise), then one tree reduction. The forward

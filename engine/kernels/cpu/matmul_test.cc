@@ -13,6 +13,7 @@
 
 #include <gtest/gtest.h>
 
+#include "common/test_skip.h"
 #include "engine/formats/float_codecs.h"
 #include "engine/kernels/cpu/matmul_internal.h"
 
@@ -178,7 +179,8 @@ TEST(MatmulIsaTest, EveryPathRunsHere) {
   for (const Path& p : AllPaths()) {
     if (std::string(MatmulIsa(p.options)) != p.isa) missing += std::string(" ") + p.name;
   }
-  if (!missing.empty()) GTEST_SKIP() << "this CPU lacks the ISA of these paths, not tested here:" << missing;
+  if (!missing.empty())
+    TANDEM_SKIP_ISA_ABSENT() << "this CPU lacks the ISA of these paths, not tested here:" << missing;
 }
 
 void CheckAgainstRef(WeightFormat f, int64_t n, int64_t k, int64_t m, ThreadPool* pool) {
