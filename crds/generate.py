@@ -113,20 +113,43 @@ def model():
 
 
 def autoscaling():
+    def number(description, **kw):
+        return {"type": "number", "description": description, **kw}
     return obj(
-        "Replica bounds and target for the autoscaler (roadmap step 8), which writes the "
-        "ModelPool's scale subresource.",
-        {"enabled": boolean("Let the autoscaler change replicas.", False),
+        "Autoscaling of the pool (docs/autoscaling.md). mode builtin: tandem-controller's planner "
+        "writes replicas from the pool's load; mode external: HPA, KEDA or another autoscaler "
+        "does, through the ModelPool's scale subresource, and the built-in one stands aside.",
+        {"enabled": boolean("Let an autoscaler change replicas (the ModelDeployment then only "
+                            "seeds them).", False),
+         "mode": string("Who writes replicas: builtin (tandem-controller) or external (HPA, "
+                        "KEDA, ... through the scale subresource).",
+                        enum=["builtin", "external"], default="builtin"),
          "minReplicas": int32("Fewest replicas.", minimum=1, default=1),
-         "maxReplicas": int32("Most replicas; required when enabled.", minimum=1),
-         "targetKvCacheUsage": {"type": "number", "minimum": 0, "exclusiveMinimum": True,
-                                "maximum": 1, "default": 0.8,
-                                "description": "Scale up above this mean KV cache usage ratio "
-                                               "(tandem_kv_cache_usage_ratio)."},
-         "scaleDownDelaySeconds": int32("How long usage must stay low before a replica is "
-                                        "drained and removed.", minimum=0, default=300)},
-        rules=[("!self.enabled || has(self.maxReplicas)",
-                "autoscaling.maxReplicas is required when autoscaling is enabled"),
+         "maxReplicas": int32("Most replicas; required when enabled in builtin mode.", minimum=1),
+         "targetKvCacheUsage": number("Decode: the mean KV cache usage ratio "
+                                      "(tandem_kv_cache_usage_ratio) to hold.",
+                                      minimum=0, exclusiveMinimum=True, maximum=1, default=0.8),
+         "targetWaitingRequestsPerReplica": int32(
+             "Decode: queued requests per ready replica (tandem_requests_waiting) to hold; 0 "
+             "turns the signal off.", minimum=0, default=4),
+         "targetWaitingPrefillTokensPerReplica": int32(
+             "Prefill: prompt tokens queued for prefill per ready replica to hold; 0 turns the "
+             "signal off.", minimum=0, default=8192),
+         "targetTTFTSeconds": number("Prefill: p95 time to first token to hold, in seconds; "
+                                     "unset: not a signal.", minimum=0, exclusiveMinimum=True),
+         "targetITLSeconds": number("Decode: p95 inter-token latency to hold, in seconds; unset: "
+                                    "not a signal.", minimum=0, exclusiveMinimum=True),
+         "scaleUpDelaySeconds": int32("Scale-up stabilization window: every recommendation of "
+                                      "this many seconds must be above the current size.",
+                                      minimum=0, default=30),
+         "scaleDownDelaySeconds": int32("Scale-down stabilization window: how long the load "
+                                        "must stay low before a replica is drained and removed.",
+                                        minimum=0, default=300),
+         "maxScaleUpStep": int32("Most replicas one decision adds.", minimum=1, default=4),
+         "maxScaleDownStep": int32("Most replicas one decision removes.", minimum=1, default=1)},
+        rules=[("!self.enabled || (has(self.mode) && self.mode == 'external') || "
+                "has(self.maxReplicas)",
+                "autoscaling.maxReplicas is required when autoscaling is enabled in builtin mode"),
                ("!has(self.maxReplicas) || self.minReplicas <= self.maxReplicas",
                 "autoscaling.minReplicas must not exceed autoscaling.maxReplicas")])
 
@@ -155,11 +178,13 @@ def image_fields():
 
 
 POOL_AUTOSCALING_RULE = (
-    "!has(self.autoscaling) || !self.autoscaling.enabled || !has(self.autoscaling.maxReplicas) "
+    "!has(self.autoscaling) || !self.autoscaling.enabled "
+    "|| (has(self.autoscaling.mode) && self.autoscaling.mode == 'external') "
+    "|| !has(self.autoscaling.maxReplicas) "
     "|| (self.replicas >= self.autoscaling.minReplicas && "
     "self.replicas <= self.autoscaling.maxReplicas)",
     "replicas must lie within autoscaling.minReplicas..autoscaling.maxReplicas while "
-    "autoscaling is enabled")
+    "autoscaling is enabled in builtin mode")
 
 
 def pool_fields():
@@ -272,6 +297,9 @@ def model_deployment():
          "prefill": pool_spec("The prefill pool (ModelPool <name>-prefill)."),
          "decode": pool_spec("The decode pool (ModelPool <name>-decode)."),
          "integrity": integrity(),
+         "gpuBudget": int32("GPUs both pools may hold together (replicas x GPUs per pod, "
+                            "summed): the built-in autoscaler adds no replica past it. Unset: "
+                            "no cap. Lowering it removes nothing.", minimum=0),
          **image_fields()},
         required=["model"],
         rules=[("self.prefill.kvCache == 'bf16' || self.decode.kvCache == 'fp8_e4m3'",

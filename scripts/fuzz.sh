@@ -92,5 +92,6 @@ if [ "$only" = all ] || [ "$only" = watch_stream ]; then
 fi
 if [ "$only" = all ] || [ "$only" = quantity ]; then
   fuzz_target quantity controller/reconcile/fuzz/corpus "-dict=../controller/reconcile/fuzz/quantity.dict -max_len=8192" \
-    controller/reconcile/fuzz/quantity_fuzz.cc controller/reconcile/deployment_spec.cc controller/reconcile/objects.cc
+    controller/reconcile/fuzz/quantity_fuzz.cc controller/reconcile/deployment_spec.cc controller/reconcile/objects.cc \
+    controller/reconcile/autoscale_policy.cc
 fi

@@ -232,6 +232,14 @@ TEST(ParseQuantityBytes, Suffixes) {
   ASSERT_FALSE(huge.ok());
   EXPECT_NE(huge.status().message().find("too large"), std::string::npos);
   EXPECT_TRUE(ParseQuantityBytes(json("0." + std::string(5000, '0') + "1")).ok());  // tiny, not an error
+  // The whole grammar (the fuzz target's finds): milli, exponents, a sign; rounded up as Kubernetes
+  // does; a negative value is refused even when it underflows to zero, "-0" is zero.
+  EXPECT_EQ(*ParseQuantityBytes(json("500m")), 1);
+  EXPECT_EQ(*ParseQuantityBytes(json("4e10")), 40'000'000'000);
+  EXPECT_EQ(*ParseQuantityBytes(json("+1.5E-3")), 1);
+  EXPECT_FALSE(ParseQuantityBytes(json("-764E-7616")).ok());
+  EXPECT_EQ(*ParseQuantityBytes(json("-0.0")), 0);
+  EXPECT_FALSE(ParseQuantityBytes(json(18446744073709551615ull)).ok());
 }
 
 }  // namespace

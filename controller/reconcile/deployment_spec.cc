@@ -153,23 +153,13 @@ void ReadPool(FieldReader& r, std::string_view base, PoolSpec* out) {
   if (const json* selector = r.Object(P(base, "nodeSelector"))) out->node_selector = *selector;
   if (const json* autoscaling = r.Object(P(base, "autoscaling"))) {
     out->autoscaling = *autoscaling;
-    out->autoscaling_enabled = r.Bool(P(base, "autoscaling/enabled"), false);
-    // The bounds the CRD declares, checked again (the autoscaler acts on them).
-    const std::string min_at = P(base, "autoscaling/minReplicas"),
-                      max_at = P(base, "autoscaling/maxReplicas");
-    const int64_t min = r.Int(min_at, 1), max = r.Int(max_at, std::numeric_limits<int32_t>::max());
-    CheckReplicas(r, min_at, min);
-    CheckReplicas(r, max_at, max);
-    if (min < 1) r.Fail(FieldPath(min_at) + ": must be >= 1");
-    if (max < min)
-      r.Fail(FieldPath(max_at) + ": " + std::to_string(max) + " is below minReplicas " + std::to_string(min));
-    if (autoscaling->contains("targetKvCacheUsage")) {
-      const json& target = autoscaling->at("targetKvCacheUsage");
-      if (!target.is_number() || !(target.get<double>() > 0.0 && target.get<double>() <= 1.0))
-        r.Fail(FieldPath(P(base, "autoscaling/targetKvCacheUsage")) + ": want a number in (0, 1]");
+    StatusOr<AutoscalePolicy> policy = ParseAutoscalePolicy(*autoscaling, FieldPath(P(base, "autoscaling")));
+    if (policy.ok()) {
+      out->autoscale = *policy;
+    } else {
+      r.Fail(policy.status().message());
     }
-    if (r.Int(P(base, "autoscaling/scaleDownDelaySeconds"), 0) < 0)
-      r.Fail(FieldPath(P(base, "autoscaling/scaleDownDelaySeconds")) + ": must be >= 0");
+    out->autoscaling_enabled = out->autoscale.enabled;
   }
   if (const json* root = r.Object(base); root && root->contains("kvCacheMemory")) {
     out->kv_cache_memory = root->at("kvCacheMemory");
@@ -283,7 +273,9 @@ StatusOr<int64_t> ParseQuantityBytes(const json& q) {
   // huge exponent overflow to HUGE_VALL (or underflow towards 0) instead of throwing.
   const std::string decimal = s.substr(start, i - start) + "e" + std::to_string(pow10);
   const long double value = std::ldexp(std::strtold(decimal.c_str(), nullptr), pow2);
-  if (s[0] == '-' && value != 0) return Status::InvalidArgument(quoted + ": negative quantity");
+  // By the digits, not by `value`: "-764E-7616" underflows to 0 but is still below zero.
+  const bool nonzero = s.substr(start, i - start).find_first_not_of("0.") != std::string::npos;
+  if (s[0] == '-' && nonzero) return Status::InvalidArgument(quoted + ": negative quantity");
   const long double bytes = std::ceil(value);  // as resource.Quantity.Value(): rounded up
   if (!(bytes <= 9.2e18L)) return Status::InvalidArgument(quoted + " is too large");
   return static_cast<int64_t>(bytes);
@@ -322,6 +314,11 @@ StatusOr<DeploymentSpec> ParseDeploymentSpec(const json& mdep, const PlanOptions
   } else if (s.router_port == kGrpcPort || s.router_port == kMetricsPort) {
     r.Fail("spec.router.port: " + std::to_string(s.router_port) +
            " clashes with the agent's gRPC or metrics port");
+  }
+  if (const json* spec = r.Object("/spec");
+      spec && spec->contains("gpuBudget") && !spec->at("gpuBudget").is_null()) {
+    s.gpu_budget = r.Int("/spec/gpuBudget", 0);
+    CheckReplicas(r, "/spec/gpuBudget", *s.gpu_budget);
   }
   s.prefill.role = "prefill";
   s.decode.role = "decode";

@@ -4,9 +4,11 @@
 // tensorParallel, port clashes, quantities). Pure: no I/O.
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "common/status.h"
+#include "controller/reconcile/autoscale_policy.h"
 #include "controller/reconcile/objects.h"
 
 namespace tandem::controller::reconcile {
@@ -41,8 +43,9 @@ struct PoolSpec {
   int64_t kv_cache_bytes = 0;       // kv_cache_memory in bytes; 0 when unset
   json resources = json::object();  // {requests, limits} as given
   json node_selector = json::object();
-  json autoscaling;  // as given; null when absent
-  bool autoscaling_enabled = false;
+  json autoscaling;                  // as given; null when absent
+  AutoscalePolicy autoscale;         // autoscaling read and checked; the defaults (disabled) when absent
+  bool autoscaling_enabled = false;  // autoscale.enabled: an autoscaler (either mode) owns replicas
   int64_t gpus = 0;  // nvidia.com/gpu per pod: tensorParallel when the resources mention GPUs, else 0
 };
 
@@ -57,6 +60,9 @@ struct DeploymentSpec {
   std::string api_key_key = "api-key";
   PoolSpec prefill;
   PoolSpec decode;
+  // GPUs both pools may hold together (replicas x GPUs per pod, summed), a cap on the built-in
+  // autoscaler's scale-ups; unset: no cap.
+  std::optional<int64_t> gpu_budget;
 };
 
 // A ModelPool read back (the deployment planner writes these; users may too).

@@ -157,6 +157,16 @@ int64_t FieldReader::Int(std::string_view pointer, int64_t fallback) {
   return v->get<int64_t>();
 }
 
+double FieldReader::Number(std::string_view pointer, double fallback) {
+  const json* v = Find(pointer);
+  if (v == nullptr) return fallback;
+  if (!v->is_number()) {
+    WrongType(pointer, "a number");
+    return fallback;
+  }
+  return v->get<double>();
+}
+
 bool FieldReader::Bool(std::string_view pointer, bool fallback) {
   const json* v = Find(pointer);
   if (v == nullptr) return fallback;

@@ -90,6 +90,8 @@ class FieldReader {
 
   std::string String(std::string_view pointer, std::string fallback);
   int64_t Int(std::string_view pointer, int64_t fallback);
+  // An integer or a floating-point number.
+  double Number(std::string_view pointer, double fallback);
   bool Bool(std::string_view pointer, bool fallback);
   // The object at `pointer`, or nullptr when absent (or null, or not an object: an error).
   const json* Object(std::string_view pointer);

@@ -136,6 +136,14 @@ class ExamplesTest(unittest.TestCase):
         self.assertTrue(spec["model"]["volume"]["persistentVolumeClaim"]["readOnly"])
         self.assertEqual(spec["decode"]["autoscaling"]["minReplicas"], 1)
         self.assertEqual(spec["decode"]["autoscaling"]["targetKvCacheUsage"], 0.8)
+        self.assertEqual({k: spec["decode"]["autoscaling"][k] for k in (
+            "mode", "targetWaitingRequestsPerReplica", "targetWaitingPrefillTokensPerReplica",
+            "scaleUpDelaySeconds", "scaleDownDelaySeconds", "maxScaleUpStep", "maxScaleDownStep")},
+            {"mode": "builtin", "targetWaitingRequestsPerReplica": 4,
+             "targetWaitingPrefillTokensPerReplica": 8192, "scaleUpDelaySeconds": 30,
+             "scaleDownDelaySeconds": 300, "maxScaleUpStep": 4, "maxScaleDownStep": 1})
+        self.assertNotIn("targetTTFTSeconds", spec["decode"]["autoscaling"])  # no default: off
+        self.assertNotIn("gpuBudget", spec)  # no default: no cap
         self.assertEqual(spec["integrity"]["pageTags"], True)  # null + default -> default
         self.assertNotIn("integrity", spec["decode"])  # not a pool field: pruned
 
@@ -180,6 +188,9 @@ class ConstraintTest(unittest.TestCase):
                              '"prefill", "decode"', NOT_CHECKED])
         e = self.md_errors(lambda s: s["model"]["dummy"].update(preset="huge"))
         self.assertIn('spec.model.dummy.preset: Unsupported value: "huge"', e[0])
+        e = self.md_errors(lambda s: s["decode"].update(autoscaling={"mode": "keda"}))
+        self.assertEqual(e, ['spec.decode.autoscaling.mode: Unsupported value: "keda": supported '
+                             'values: "builtin", "external"', NOT_CHECKED])
 
     def test_minimum_maximum_and_exclusive(self):
         e = self.md_errors(lambda s: s["prefill"].update(replicas=-1))
@@ -199,6 +210,21 @@ class ConstraintTest(unittest.TestCase):
         scale = {"enabled": True, "maxReplicas": 2, "targetKvCacheUsage": 1.5}
         e = self.md_errors(lambda s: s["decode"].update(autoscaling=scale))
         self.assertIn("should be less than or equal to 1", e[0])
+        at_least = "greater than or equal to "
+        for field, bad, bound in (("targetTTFTSeconds", 0, "greater than 0"),
+                                  ("targetITLSeconds", -0.1, "greater than 0"),
+                                  ("targetWaitingRequestsPerReplica", -1, at_least + "0"),
+                                  ("scaleUpDelaySeconds", -1, at_least + "0"),
+                                  ("maxScaleUpStep", 0, at_least + "1"),
+                                  ("maxScaleDownStep", 0, at_least + "1")):
+            scale = {"enabled": True, "maxReplicas": 2, field: bad}
+            e = self.md_errors(lambda s: s["decode"].update(autoscaling=scale))
+            self.assertEqual(len(e), 1, e)
+            self.assertIn(f"spec.decode.autoscaling.{field}: Invalid value", e[0])
+            self.assertIn(f"should be {bound}", e[0])
+        e = self.md_errors(lambda s: s.update(gpuBudget=-8))
+        self.assertEqual(e, ["spec.gpuBudget: Invalid value: -8: spec.gpuBudget in body should be "
+                             "greater than or equal to 0"])
 
     def test_types(self):
         e = self.md_errors(lambda s: s["prefill"].update(replicas="two"))
@@ -350,15 +376,21 @@ class RuleTest(unittest.TestCase):
         self.assertEqual(self.md(scale(enabled=True, minReplicas=1, maxReplicas=2)), [])
         self.assertEqual(self.md(scale(enabled=True)),
                          ['spec.decode.autoscaling: Invalid value: "object": '
-                          "autoscaling.maxReplicas is required when autoscaling is enabled"])
+                          "autoscaling.maxReplicas is required when autoscaling is enabled in "
+                          "builtin mode"])
         self.assertEqual(self.md(scale(enabled=False, minReplicas=3, maxReplicas=2)),
                          ['spec.decode.autoscaling: Invalid value: "object": '
                           "autoscaling.minReplicas must not exceed autoscaling.maxReplicas"])
         e = self.md(scale(enabled=True, minReplicas=2, maxReplicas=4))  # replicas 1 < min 2
         self.assertEqual(e, ['spec.decode: Invalid value: "object": replicas must lie within '
                              "autoscaling.minReplicas..autoscaling.maxReplicas while autoscaling "
-                             "is enabled"])
+                             "is enabled in builtin mode"])
         self.assertEqual(self.md(scale(enabled=False, minReplicas=2, maxReplicas=4)), [])
+        # mode external: HPA/KEDA own the size and its bounds (scale to zero included).
+        self.assertEqual(self.md(scale(enabled=True, mode="external")), [])
+        self.assertEqual(errors_of(MP, pool(replicas=0, autoscaling={"enabled": True,
+                                                                     "mode": "external",
+                                                                     "maxReplicas": 8})), [])
         e = errors_of(MP, pool(replicas=9, autoscaling={"enabled": True, "maxReplicas": 8}))
         self.assertEqual(len(e), 1)
         self.assertTrue(e[0].startswith('spec: Invalid value: "object": replicas must lie'))
