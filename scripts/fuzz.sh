@@ -87,7 +87,7 @@ if [ "$only" = all ] || [ "$only" = openai_request ]; then
 fi
 if [ "$only" = all ] || [ "$only" = watch_stream ]; then
   fuzz_target watch_stream controller/kube/fuzz/corpus "-dict=../controller/kube/fuzz/watch_stream.dict -max_len=4096" \
-    controller/kube/fuzz/watch_stream_fuzz.cc controller/kube/json_depth.cc controller/kube/line_splitter.cc \
+    controller/kube/fuzz/watch_stream_fuzz.cc controller/kube/line_splitter.cc \
     controller/kube/watch_event.cc controller/kube/status_mapping.cc
 fi
 if [ "$only" = all ] || [ "$only" = quantity ]; then

@@ -5,7 +5,7 @@
 #include <exception>
 #include <limits>
 
-#include "engine/text/tool_call_parser.h"
+#include "common/json_depth.h"
 
 namespace tandem::agent::openai::internal {
 namespace {
@@ -28,7 +28,7 @@ std::string_view StripExceptionId(std::string_view what) {
 }  // namespace
 
 std::variant<Json, ApiError> ParseBody(std::string_view body, int max_depth) {
-  if (!engine::text::internal::JsonDepthWithin(body, max_depth)) {
+  if (!JsonDepthWithin(body, max_depth)) {
     return BadRequest("JSON nested deeper than " + std::to_string(max_depth) + " levels");
   }
   try {

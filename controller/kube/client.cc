@@ -153,7 +153,7 @@ StatusOr<Json> Client::Execute(const char* verb, const std::string& method, cons
   if (response.body.empty()) return Json::object();
   // nlohmann/json parses and copies recursively: a hostile or broken server's deep nesting must
   // be an error, not a stack overflow.
-  if (!JsonDepthWithin(response.body)) {
+  if (!JsonDepthWithin(response.body, kMaxJsonDepth)) {
     return Status::Internal(context + ": the response nests deeper than " + std::to_string(kMaxJsonDepth) +
                             " levels");
   }

@@ -25,7 +25,8 @@ StatusOr<WatchEvent> DecodeWatchEvent(std::string_view line, std::string_view co
     return Status::Internal(std::string(context) + ": malformed watch event" + std::string(why) + ": " +
                             std::string(line.substr(0, 200)));
   };
-  if (!JsonDepthWithin(line)) return malformed(" (nested deeper than " + std::to_string(kMaxJsonDepth) + ")");
+  if (!JsonDepthWithin(line, kMaxJsonDepth))
+    return malformed(" (nested deeper than " + std::to_string(kMaxJsonDepth) + ")");
   Json parsed = Json::parse(line, nullptr, /*allow_exceptions=*/false);
   auto type = parsed.find("type");  // end() unless parsed is an object
   if (!parsed.is_object() || type == parsed.end() || !type->is_string()) return malformed("");

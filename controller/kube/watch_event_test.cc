@@ -43,8 +43,6 @@ TEST(DecodeWatchEvent, RefusesDeepNesting) {
       << deep.status().ToString();
   // Brackets inside strings, escaped quotes included, do not count.
   EXPECT_TRUE(DecodeWatchEvent(R"({"type":"ADDED","object":{"s":"\"[[[[[[[[[[[["}})", "W").ok());
-  EXPECT_TRUE(JsonDepthWithin(R"({"s":"\"[[[["})", 1));
-  EXPECT_FALSE(JsonDepthWithin(R"({"s":[]})", 1));
 }
 
 TEST(DecodeWatchEvent, ErrorEventsAreTheirStatus) {

@@ -136,7 +136,7 @@ TEST(ParseDeploymentSpec, ReadsEachPoolsPolicyAndTheGpuBudget) {
   ASSERT_TRUE(s.ok()) << s.status().ToString();
   EXPECT_EQ(s->gpu_budget, 48);
   EXPECT_EQ(s->prefill.autoscale.mode, AutoscaleMode::kExternal);
-  EXPECT_TRUE(s->prefill.autoscaling_enabled);  // the deployment leaves its replicas to the scale subresource
+  EXPECT_TRUE(s->prefill.autoscale.enabled);  // the deployment leaves its replicas to the scale subresource
   EXPECT_TRUE(s->decode.autoscale.Builtin());
   EXPECT_EQ(s->decode.autoscale.max_replicas, 4);
   EXPECT_DOUBLE_EQ(s->decode.autoscale.target_itl_seconds.value_or(0), 0.05);

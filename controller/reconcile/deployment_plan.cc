@@ -44,7 +44,7 @@ DesiredObject Pool(const DeploymentSpec& s, const json& mdep, const PoolSpec& p)
       json{{"apiVersion", kTandemApiVersion}, {"kind", "ModelPool"}, {"metadata", meta}, {"spec", pool_spec}},
       {}};
   // Once the autoscaler owns a pool's size (scale subresource), the deployment only seeds it.
-  if (p.autoscaling_enabled) out.create_only.push_back("/spec/replicas");
+  if (p.autoscale.enabled) out.create_only.push_back("/spec/replicas");
   return out;
 }
 

@@ -97,7 +97,7 @@ Status ModelDeploymentReconciler::Reconcile(const std::string& key) {
   // The deployment's spec sizes its pools, except where the autoscaler owns a pool's replicas.
   auto desired = [&](const json* pool, const PoolSpec* spec) -> int64_t {
     if (spec == nullptr) return DesiredReplicas(pool, 0);
-    return spec->autoscaling_enabled ? DesiredReplicas(pool, spec->replicas) : spec->replicas;
+    return spec->autoscale.enabled ? DesiredReplicas(pool, spec->replicas) : spec->replicas;
   };
   observed.prefill_desired = desired(observed.prefill, plan.ok() ? &plan->spec.prefill : nullptr);
   observed.decode_desired = desired(observed.decode, plan.ok() ? &plan->spec.decode : nullptr);

@@ -159,7 +159,6 @@ void ReadPool(FieldReader& r, std::string_view base, PoolSpec* out) {
     } else {
       r.Fail(policy.status().message());
     }
-    out->autoscaling_enabled = out->autoscale.enabled;
   }
   if (const json* root = r.Object(base); root && root->contains("kvCacheMemory")) {
     out->kv_cache_memory = root->at("kvCacheMemory");

@@ -43,9 +43,9 @@ struct PoolSpec {
   int64_t kv_cache_bytes = 0;       // kv_cache_memory in bytes; 0 when unset
   json resources = json::object();  // {requests, limits} as given
   json node_selector = json::object();
-  json autoscaling;                  // as given; null when absent
-  AutoscalePolicy autoscale;         // autoscaling read and checked; the defaults (disabled) when absent
-  bool autoscaling_enabled = false;  // autoscale.enabled: an autoscaler (either mode) owns replicas
+  json autoscaling;           // as given; null when absent
+  AutoscalePolicy autoscale;  // autoscaling read and checked (defaults, disabled, when absent); enabled:
+                              // an autoscaler (either mode) owns the replicas
   int64_t gpus = 0;  // nvidia.com/gpu per pod: tensorParallel when the resources mention GPUs, else 0
 };
 

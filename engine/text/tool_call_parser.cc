@@ -2,6 +2,7 @@
 
 #include <exception>
 
+#include "common/json_depth.h"
 #include "engine/text/glm_tool_parser.h"
 #include "engine/text/kimi_tool_parser.h"
 
@@ -45,30 +46,6 @@ std::string_view StripSpaces(std::string_view text) {
   size_t begin = text.find_first_not_of(kSpaces);
   if (begin == std::string_view::npos) return {};
   return text.substr(begin, text.find_last_not_of(kSpaces) - begin + 1);
-}
-
-bool JsonDepthWithin(std::string_view text, int max_depth) {
-  int depth = 0;
-  bool in_string = false;
-  bool escaped = false;
-  for (char c : text) {
-    if (in_string) {
-      if (escaped) {
-        escaped = false;
-      } else if (c == '\\') {
-        escaped = true;
-      } else if (c == '"') {
-        in_string = false;
-      }
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      if (++depth > max_depth) return false;
-    } else if (c == ']' || c == '}') {
-      --depth;
-    }
-  }
-  return true;
 }
 
 std::optional<nlohmann::ordered_json> ParseJsonValue(std::string_view text, int max_depth) {

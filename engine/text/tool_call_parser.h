@@ -90,11 +90,6 @@ size_t SafeContentLength(std::string_view buffer, std::string_view marker);
 size_t LeadingSpaces(std::string_view text);
 std::string_view StripSpaces(std::string_view text);
 
-// False when `text`, read as JSON, nests arrays / objects deeper than `max_depth` (strings and
-// escapes skipped): a scan before any parser recurses. Exact for every prefix of a valid JSON
-// text, which is all a parser reads before it fails.
-bool JsonDepthWithin(std::string_view text, int max_depth);
-
 // Parses a JSON value, refusing nesting deeper than `max_depth` (the parser and the serializer
 // recurse, and model output is untrusted). Never throws.
 std::optional<nlohmann::ordered_json> ParseJsonValue(std::string_view text, int max_depth = 64);
