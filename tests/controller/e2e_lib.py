@@ -104,10 +104,13 @@ class Cluster:
         return out
 
     def metrics(self, proc):
-        """{series: value} scraped from the controller's /metrics (its address is in its log)."""
-        found = wait_for(lambda: re.search(r"metrics on (\S+)", self.controller_log(proc)), 10,
-                         "the controller's metrics address")
-        with urllib.request.urlopen("http://%s/metrics" % found.group(1), timeout=10) as r:
+        """{series: value} scraped from the controller's /metrics (its address is in its log, read
+        once per process: quiet_writes scrapes every 20 ms)."""
+        if getattr(proc, "metrics_address", None) is None:
+            found = wait_for(lambda: re.search(r"metrics on (\S+)", self.controller_log(proc)), 10,
+                             "the controller's metrics address")
+            proc.metrics_address = found.group(1)
+        with urllib.request.urlopen("http://%s/metrics" % proc.metrics_address, timeout=10) as r:
             text = r.read().decode()
         out = {}
         for line in text.splitlines():
