@@ -17,6 +17,7 @@
 #include "agent/agent.h"
 #include "agent/config.h"
 #include "common/logging.h"
+#include "engine/core/cpu_features.h"
 
 namespace {
 
@@ -207,11 +208,16 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "tandem-agent: %s\n", st.ToString().c_str());
     return 1;
   }
-  std::fprintf(stderr, "tandem-agent: role=%s deployment=%s pool=%s weights=%s kv_cache=%s page_tags=%s\n",
-               std::string(tandem::agent::RoleName(config.role)).c_str(), config.deployment.c_str(),
-               config.pool.c_str(), std::string(tandem::engine::WeightFormatName(config.weights)).c_str(),
-               std::string(tandem::engine::KvCacheDtypeName(config.kv_cache)).c_str(),
-               config.page_tags ? "on" : "off");
+  if (const std::string isa_error = tandem::engine::KernelIsaEnvironmentError(); !isa_error.empty()) {
+    std::fprintf(stderr, "tandem-agent: %s\n", isa_error.c_str());
+    return 1;
+  }
+  std::fprintf(
+      stderr, "tandem-agent: role=%s deployment=%s pool=%s weights=%s kv_cache=%s page_tags=%s kernels=%s\n",
+      std::string(tandem::agent::RoleName(config.role)).c_str(), config.deployment.c_str(),
+      config.pool.c_str(), std::string(tandem::engine::WeightFormatName(config.weights)).c_str(),
+      std::string(tandem::engine::KvCacheDtypeName(config.kv_cache)).c_str(), config.page_tags ? "on" : "off",
+      tandem::engine::KernelIsaName(tandem::engine::ActiveKernelIsa()));
   if (check_only) return 0;
 
   // Signals go to this thread's sigwait, never to a serving thread.

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/core/cpu_features.h"
 #include "tools/commands.h"
 
 namespace {
@@ -39,6 +40,11 @@ int main(int argc, char** argv) {
   if (argc < 2 || std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "help") == 0) {
     Usage(argc < 2 ? stderr : stdout);
     return argc < 2 ? 2 : 0;
+  }
+  // A kernel ceiling that names no variant would otherwise be ignored without a word.
+  if (const std::string isa_error = tandem::engine::KernelIsaEnvironmentError(); !isa_error.empty()) {
+    std::fprintf(stderr, "tandem: %s\n", isa_error.c_str());
+    return 2;
   }
   std::vector<std::string> args(argv + 2, argv + argc);
   for (const Subcommand& s : kSubcommands) {

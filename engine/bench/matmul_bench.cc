@@ -190,14 +190,22 @@ ThreadPool& Pool(int threads) {
   return threads == 1 ? one : two;
 }
 
+// "avx2 gemv-path", plus the FP8 decode for fp8 rows.
+std::string GemvLabel(WeightFormat f, const MatmulOptions& options) {
+  std::string label = std::string(MatmulIsa(options)) + " gemv-path";
+  if (f == WeightFormat::kFp8Block128) label += std::string(" fp8:") + MatmulFp8Decode(options);
+  return label;
+}
+
 void BM_Gemv(benchmark::State& state, WeightFormat f, int64_t n, int64_t k, Int4Activation act,
-             bool fp8_subnormals) {
+             bool fp8_subnormals, Fp8Decode decode) {
   const int64_t batch = state.range(0);
   const int threads = static_cast<int>(state.range(1));
   const WeightSet& set = Weights(f, n, k, fp8_subnormals);
   std::vector<float> x(static_cast<size_t>(batch * k), 0.5f), y(static_cast<size_t>(batch * n));
   MatmulOptions options;
   options.int4_activation = act;
+  options.fp8_decode = decode;
   options.allow_avx512 = state.range(2) != 0;
   if (const char* env = std::getenv("TANDEM_BENCH_GEMV_MAX_BATCH")) options.gemv_max_batch = std::atoi(env);
   size_t next = 0;
@@ -213,13 +221,13 @@ void BM_Gemv(benchmark::State& state, WeightFormat f, int64_t n, int64_t k, Int4
       benchmark::Counter(bytes / MeasuredReadBandwidth(), benchmark::Counter::kIsRate);
   state.counters["GFLOP/s"] = benchmark::Counter(
       2e-9 * batch * n * k * static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
-  state.SetLabel(batch > options.gemv_max_batch ? "avx2 gemm-path"
-                                                : std::string(MatmulIsa(options)) + " gemv-path");
+  state.SetLabel(batch > options.gemv_max_batch ? "avx2 gemm-path" : GemvLabel(f, options));
 }
 
 // Batch-1 GEMV over one small matrix read again and again (cache-resident after the first call):
 // the kernels' decode rate without DRAM in the way, i.e. what a core can consume.
-void BM_GemvResident(benchmark::State& state, WeightFormat f, int64_t n, int64_t k, bool fp8_subnormals) {
+void BM_GemvResident(benchmark::State& state, WeightFormat f, int64_t n, int64_t k, bool fp8_subnormals,
+                     Fp8Decode decode) {
   const int threads = static_cast<int>(state.range(0));
   int64_t bytes = 0;
   static std::vector<std::unique_ptr<PackedWeight>> keep;
@@ -227,6 +235,7 @@ void BM_GemvResident(benchmark::State& state, WeightFormat f, int64_t n, int64_t
   const PackedWeight& w = *keep.back();
   std::vector<float> x(static_cast<size_t>(k), 0.5f), y(static_cast<size_t>(n));
   MatmulOptions options;
+  options.fp8_decode = decode;
   options.allow_avx512 = state.range(1) != 0;
   for (auto _ : state) {
     const Status s = Matmul(w, x.data(), 1, y.data(), &Pool(threads), options);
@@ -236,7 +245,7 @@ void BM_GemvResident(benchmark::State& state, WeightFormat f, int64_t n, int64_t
   state.counters["weight_GB/s"] =
       benchmark::Counter(static_cast<double>(bytes) * 1e-9 * static_cast<double>(state.iterations()),
                          benchmark::Counter::kIsRate);
-  state.SetLabel(std::string(MatmulIsa(options)) + " gemv-path");
+  state.SetLabel(GemvLabel(f, options));
 }
 
 // ---- the model's decode shapes (bench-wide / FP8 presets) -----------------------------------
@@ -395,16 +404,27 @@ void RegisterAll() {
                  {WeightFormat::kInt4Group32, "int4"}};
   // The decode shape: W[4096, 14336] (N x K), batch 1..64.
   for (const auto& fmt : formats) {
-    auto* b = benchmark::RegisterBenchmark((std::string("gemv/") + fmt.name + "/4096x14336").c_str(), BM_Gemv,
-                                           fmt.f, 4096, 14336, Int4Activation::kInt16, true);
+    auto* b =
+        benchmark::RegisterBenchmark((std::string("gemv/") + fmt.name + "/4096x14336").c_str(), BM_Gemv,
+                                     fmt.f, 4096, 14336, Int4Activation::kInt16, true, Fp8Decode::kAuto);
     b->ArgNames({"batch", "threads", "avx512"})->Unit(benchmark::kMillisecond)->UseRealTime();
     for (int64_t batch : {1, 4, 16}) {
       for (int64_t t : {1, 2}) b->Args({batch, t, 1})->Args({batch, t, 0});
     }
     for (int64_t t : {1, 2}) b->Args({64, t, 0});  // the GEMM path, AVX2 either way
   }
+  // FP8 through the fp16 decode, for the A/B against whichever decode Fp8Decode::kAuto took above.
+  benchmark::RegisterBenchmark("gemv/fp8_half/4096x14336", BM_Gemv, WeightFormat::kFp8Block128, 4096, 14336,
+                               Int4Activation::kInt16, true, Fp8Decode::kHalf)
+      ->ArgNames({"batch", "threads", "avx512"})
+      ->Args({1, 1, 1})
+      ->Args({1, 1, 0})
+      ->Args({1, 2, 1})
+      ->Args({1, 2, 0})
+      ->Unit(benchmark::kMillisecond)
+      ->UseRealTime();
   benchmark::RegisterBenchmark("gemv/int4_act8/4096x14336", BM_Gemv, WeightFormat::kInt4Group32, 4096, 14336,
-                               Int4Activation::kInt8, true)
+                               Int4Activation::kInt8, true, Fp8Decode::kAuto)
       ->ArgNames({"batch", "threads", "avx512"})
       ->Args({1, 1, 1})
       ->Args({1, 1, 0})
@@ -413,7 +433,7 @@ void RegisterAll() {
       ->Unit(benchmark::kMillisecond)
       ->UseRealTime();
   benchmark::RegisterBenchmark("gemv/fp8_no_subnormals/4096x14336", BM_Gemv, WeightFormat::kFp8Block128, 4096,
-                               14336, Int4Activation::kInt16, false)
+                               14336, Int4Activation::kInt16, false, Fp8Decode::kAuto)
       ->ArgNames({"batch", "threads", "avx512"})
       ->Args({1, 1, 1})
       ->Args({1, 1, 0})
@@ -423,12 +443,15 @@ void RegisterAll() {
       ->UseRealTime();
   // Cache-resident batch-1 GEMV: W[1024, 2048] (bf16 4 MiB, fp8 2 MiB, int4 1 MiB).
   for (const auto& fmt : formats) {
-    for (bool subnormals : {true, false}) {
-      if (!subnormals && fmt.f != WeightFormat::kFp8Block128) continue;
-      const std::string name =
-          std::string("gemv_resident/") + fmt.name + (subnormals ? "" : "_no_subnormals");
+    for (int variant = 0; variant < 3; ++variant) {  // 1: no subnormal codes; 2: the fp16 decode
+      if (variant > 0 && fmt.f != WeightFormat::kFp8Block128) continue;
+      const bool subnormals = variant != 1;
+      const std::string name = std::string("gemv_resident/") + fmt.name +
+                               (variant == 1   ? "_no_subnormals"
+                                : variant == 2 ? "_half"
+                                               : "");
       benchmark::RegisterBenchmark((name + "/1024x2048").c_str(), BM_GemvResident, fmt.f, 1024, 2048,
-                                   subnormals)
+                                   subnormals, variant == 2 ? Fp8Decode::kHalf : Fp8Decode::kAuto)
           ->ArgNames({"threads", "avx512"})
           ->Args({1, 1})
           ->Args({1, 0})
@@ -467,7 +490,8 @@ int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   using namespace tandem::engine::kernels::cpu;
-  std::printf("cpu: %s; kernels: %s\n", tandem::engine::HostCpuFeatures().ToString().c_str(), MatmulIsa());
+  std::printf("cpu: %s; kernels: %s (TANDEM_ISA caps them), fp8 decode: %s\n",
+              tandem::engine::HostCpuFeatures().ToString().c_str(), MatmulIsa(), MatmulFp8Decode());
   std::printf("measured read bandwidth (2 threads x 4 streams, 512 MiB): %.2f GB/s\n",
               MeasuredReadBandwidth() * 1e-9);
   std::printf("measured fp32 FMA peak (2 threads): %.1f GFLOP/s\n", MeasuredFmaPeak() * 1e-9);

@@ -9,6 +9,10 @@
 //       the engine runs before every step (TagTracker::VerifyBatch over every page of the batch):
 //       its cost is the ratio to the plain row.
 //   prefill/<weights>/kv:<kv>/threads:T         one 512-token prompt from an empty cache.
+//   .../cold/isa:<isa>                          the cold row once per SIMD variant the host runs
+//       (engine/core/cpu_features.h's ceiling set for that row): an AVX-512 host measures its
+//       AVX2 kernels in the same run. Every row's label names the variants that ran.
+//   TANDEM_ISA=avx2 build/engine/model_bench     every row under that ceiling (no wider isa: rows).
 // Counters: tok/s; at batch 1 also bytes/token (weights actually streamed for one token: the
 // attention Linears, the dense MLP or the shared expert, the router and num_experts_per_tok
 // routed experts per layer, lm_head, plus the 513 KV rows of every layer) and bw_frac, that
@@ -26,8 +30,10 @@
 
 #include "common/logging.h"
 #include "engine/bench/read_bandwidth.h"
+#include "engine/core/cpu_features.h"
 #include "engine/core/thread_pool.h"
 #include "engine/formats/float_codecs.h"
+#include "engine/kernels/cpu/matmul.h"
 #include "engine/kv/integrity_tracker.h"
 #include "engine/kv/page_pool.h"
 #include "engine/model/dummy_model.h"
@@ -166,8 +172,27 @@ void EvictCaches() {
 
 enum class DecodeMode { kWarm, kCold, kIntegrity };
 
+// Sets the kernel ceiling for one benchmark row and restores it after; labels the row with the
+// variants that ran.
+class IsaScope {
+ public:
+  IsaScope(benchmark::State& state, KernelIsa isa) : state_(state), before_(KernelIsaCeiling()) {
+    SetKernelIsaCeiling(isa);
+  }
+  ~IsaScope() {
+    state_.SetLabel(std::string("isa:") + KernelIsaName(ActiveKernelIsa()) +
+                    " matmul:" + kernels::cpu::MatmulIsa());
+    SetKernelIsaCeiling(before_);
+  }
+
+ private:
+  benchmark::State& state_;
+  KernelIsa before_;
+};
+
 void BM_Decode(benchmark::State& state, WeightFormat f, KvCacheDtype dtype, int64_t batch, int threads,
-               DecodeMode mode) {
+               DecodeMode mode, KernelIsa isa) {
+  const IsaScope scope(state, isa);
   const ModelWeights& m = Model(f);
   Setup s = MakeSetup(m, dtype, batch, kContext + 1, threads);
   FillContext(s.kv, m.config, &s.seqs, kContext);
@@ -221,6 +246,7 @@ void BM_Decode(benchmark::State& state, WeightFormat f, KvCacheDtype dtype, int6
 }
 
 void BM_Prefill(benchmark::State& state, WeightFormat f, KvCacheDtype dtype, int threads) {
+  const IsaScope scope(state, KernelIsaCeiling());
   const ModelWeights& m = Model(f);
   Setup s = MakeSetup(m, dtype, 1, kContext, threads);
   std::vector<int32_t> prompt(kContext);
@@ -240,6 +266,10 @@ void BM_Prefill(benchmark::State& state, WeightFormat f, KvCacheDtype dtype, int
 }
 
 void RegisterAll() {
+  // The widest variant TANDEM_ISA allows for every row; cold batch-1 rows also each narrower SIMD one.
+  const KernelIsa widest = ActiveKernelIsa();
+  std::vector<KernelIsa> cold_isas = {widest};
+  if (widest == KernelIsa::kAvx512) cold_isas.push_back(KernelIsa::kAvx2);
   for (WeightFormat f : kFormats) {
     for (KvCacheDtype kv : kKvDtypes) {
       for (int threads : {1, 2}) {
@@ -247,17 +277,20 @@ void RegisterAll() {
         for (int64_t batch : {1, 8, 32, 64}) {
           const std::string name =
               "decode/" + tail + "/batch:" + std::to_string(batch) + "/threads:" + std::to_string(threads);
-          benchmark::RegisterBenchmark(name.c_str(), BM_Decode, f, kv, batch, threads, DecodeMode::kWarm)
+          benchmark::RegisterBenchmark(name.c_str(), BM_Decode, f, kv, batch, threads, DecodeMode::kWarm,
+                                       widest)
               ->UseRealTime()
               ->Unit(benchmark::kMillisecond);
           if (batch == 1) {
-            benchmark::RegisterBenchmark((name + "/cold").c_str(), BM_Decode, f, kv, batch, threads,
-                                         DecodeMode::kCold)
-                ->UseRealTime()
-                ->Unit(benchmark::kMillisecond);
+            for (KernelIsa isa : cold_isas) {
+              benchmark::RegisterBenchmark((name + "/cold/isa:" + KernelIsaName(isa)).c_str(), BM_Decode, f,
+                                           kv, batch, threads, DecodeMode::kCold, isa)
+                  ->UseRealTime()
+                  ->Unit(benchmark::kMillisecond);
+            }
           } else {
             benchmark::RegisterBenchmark((name + "/integrity").c_str(), BM_Decode, f, kv, batch, threads,
-                                         DecodeMode::kIntegrity)
+                                         DecodeMode::kIntegrity, widest)
                 ->UseRealTime()
                 ->Unit(benchmark::kMillisecond);
           }

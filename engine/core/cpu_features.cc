@@ -1,5 +1,8 @@
 #include "engine/core/cpu_features.h"
 
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
 #include <thread>
 
 namespace tandem::engine {
@@ -43,6 +46,65 @@ static CpuFeatures Detect() {
 const CpuFeatures& HostCpuFeatures() {
   static const CpuFeatures features = Detect();
   return features;
+}
+
+const char* KernelIsaName(KernelIsa isa) {
+  switch (isa) {
+    case KernelIsa::kAvx512: return "avx512";
+    case KernelIsa::kAvx2: return "avx2";
+    case KernelIsa::kPortable: break;
+  }
+  return "portable";
+}
+
+bool ParseKernelIsa(std::string_view name, KernelIsa* out) {
+  for (KernelIsa isa : {KernelIsa::kPortable, KernelIsa::kAvx2, KernelIsa::kAvx512}) {
+    if (name == KernelIsaName(isa)) {
+      *out = isa;
+      return true;
+    }
+  }
+  return false;
+}
+
+KernelIsa HostKernelIsa() {
+  const CpuFeatures& cpu = HostCpuFeatures();
+  if (cpu.HasAvx512Kernels()) return KernelIsa::kAvx512;
+  return cpu.HasAvx2Kernels() ? KernelIsa::kAvx2 : KernelIsa::kPortable;
+}
+
+namespace {
+
+const char* IsaEnvironment() {
+  const char* env = std::getenv("TANDEM_ISA");
+  return env == nullptr ? "" : env;
+}
+
+KernelIsa CeilingFromEnvironment() {
+  KernelIsa isa = KernelIsa::kAvx512;
+  const std::string_view env = IsaEnvironment();
+  if (!env.empty()) ParseKernelIsa(env, &isa);
+  return isa;
+}
+
+std::atomic<KernelIsa>& Ceiling() {
+  static std::atomic<KernelIsa> ceiling{CeilingFromEnvironment()};
+  return ceiling;
+}
+
+}  // namespace
+
+KernelIsa KernelIsaCeiling() { return Ceiling().load(std::memory_order_relaxed); }
+
+void SetKernelIsaCeiling(KernelIsa widest) { Ceiling().store(widest, std::memory_order_relaxed); }
+
+KernelIsa ActiveKernelIsa() { return std::min(HostKernelIsa(), KernelIsaCeiling()); }
+
+std::string KernelIsaEnvironmentError() {
+  const std::string_view env = IsaEnvironment();
+  KernelIsa isa;
+  if (env.empty() || ParseKernelIsa(env, &isa)) return "";
+  return "TANDEM_ISA=" + std::string(env) + " names no kernel variant (portable, avx2 or avx512)";
 }
 
 }  // namespace tandem::engine

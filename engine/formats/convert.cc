@@ -97,7 +97,11 @@ const bool kHostAvx2 = HostCpuFeatures().avx2;
 #endif
 
 std::atomic<ConvertIsa> g_isa_limit{ConvertIsa::kAvx512};
-bool Allow(ConvertIsa isa) { return g_isa_limit.load(std::memory_order_relaxed) >= isa; }
+// The test limit and the process-wide ceiling (TANDEM_ISA, engine/core/cpu_features.h) both apply.
+bool Allow(ConvertIsa isa) {
+  return g_isa_limit.load(std::memory_order_relaxed) >= isa &&
+         static_cast<int>(KernelIsaCeiling()) >= static_cast<int>(isa);
+}
 
 }  // namespace
 
@@ -109,6 +113,15 @@ bool ConvertHostRuns(ConvertIsa isa) {
   if (isa == ConvertIsa::kAvx2) return kHostAvx2;
 #endif
   return isa == ConvertIsa::kPortable;
+}
+
+ConvertIsa ActiveConvertIsa() {
+  for (ConvertIsa isa : {ConvertIsa::kAvx512, ConvertIsa::kAvx2}) {
+    if (ConvertHostRuns(isa) && g_isa_limit.load(std::memory_order_relaxed) >= isa &&
+        static_cast<int>(KernelIsaCeiling()) >= static_cast<int>(isa))
+      return isa;
+  }
+  return ConvertIsa::kPortable;
 }
 
 void ConvertBf16ToFp8E4M3(const uint16_t* in, uint8_t* out, size_t n, float inv_scale) {

@@ -30,6 +30,8 @@ enum class ConvertIsa { kPortable, kAvx2, kAvx512 };
 void LimitConvertIsaForTesting(ConvertIsa widest);
 // Whether this host runs `isa`'s converters (tests skip, naming it, what it cannot run).
 bool ConvertHostRuns(ConvertIsa isa);
+// The widest variant the converters take now (host, test limit and TANDEM_ISA ceiling): logs.
+ConvertIsa ActiveConvertIsa();
 
 // The per-tensor scale that maps max|x| onto the E4M3 finite maximum (1.0 for an all-zero input).
 // in: [n] bf16 bits.

@@ -15,8 +15,10 @@
 #include <gtest/gtest.h>
 
 #include "common/test_skip.h"
+#include "engine/core/cpu_features.h"
 #include "engine/formats/float_codecs.h"
 #include "engine/formats/weights.h"
+#include "engine/kernels/cpu/matmul.h"
 #include "engine/model/dummy_model.h"
 #include "engine/model/kv_shape.h"
 #include "engine/model/moe.h"
@@ -342,11 +344,14 @@ TEST(RoutingTest, GreedyIgnoresGroups) {
 // out in order.
 class Harness {
  public:
-  Harness(const char* preset, KvCacheDtype dtype = KvCacheDtype::kBf16, int threads = 2)
-      : Harness(Preset(preset).value(), dtype, threads) {}
-  Harness(ModelConfig c, KvCacheDtype dtype = KvCacheDtype::kBf16, int threads = 2) {
+  Harness(const char* preset, KvCacheDtype dtype = KvCacheDtype::kBf16, int threads = 2,
+          WeightFormat weights = WeightFormat::kBf16)
+      : Harness(Preset(preset).value(), dtype, threads, weights) {}
+  Harness(ModelConfig c, KvCacheDtype dtype = KvCacheDtype::kBf16, int threads = 2,
+          WeightFormat weights = WeightFormat::kBf16) {
     runtime::ServingConfig sc;
     sc.dummy_config = &c;
+    sc.weights = weights;
     sc.dummy_seed = 7;
     sc.kv_dtype = dtype;
     sc.page_tokens = 4;
@@ -451,6 +456,40 @@ TEST_P(RunnerTest, SplitAbsorbedAttentionEqualsPerHeadPathBitForBit) {
       y = three.Step({&b}, {{t}}, MlaForm::kAbsorbed);
       ASSERT_EQ(x.size(), y.size());
       EXPECT_EQ(std::memcmp(x.data(), y.data(), x.size() * sizeof(float)), 0) << "decode token " << t;
+    }
+  }
+}
+
+// The TANDEM_ISA ceiling reaches every kernel family a forward pass runs (matmul GEMV and GEMM,
+// vector ops, KV conversion): under each variant this host has, every weight format gives the
+// portable variant's logits within the same-math bound, prefill and decode, both cache dtypes.
+TEST_P(RunnerTest, EveryKernelIsaGivesThePortableLogits) {
+  struct Restore {
+    KernelIsa before = KernelIsaCeiling();
+    ~Restore() { SetKernelIsaCeiling(before); }
+  } restore;
+  const std::vector<int32_t> prompt = Tokens(21, 6);  // 21 rows > gemv_max_batch: the GEMM path
+  for (WeightFormat weights : {WeightFormat::kBf16, WeightFormat::kFp8Block128, WeightFormat::kInt4Group32}) {
+    for (KvCacheDtype dtype : {KvCacheDtype::kBf16, KvCacheDtype::kFp8E4M3}) {
+      std::vector<std::vector<float>> reference;
+      for (KernelIsa isa : {KernelIsa::kPortable, KernelIsa::kAvx2, KernelIsa::kAvx512}) {
+        if (isa > HostKernelIsa()) continue;
+        SetKernelIsaCeiling(isa);
+        ASSERT_STREQ(kernels::cpu::MatmulIsa(), KernelIsaName(isa));  // the ceiling took hold
+        Harness h(GetParam(), dtype, 2, weights);
+        KvSequence seq;
+        std::vector<std::vector<float>> steps = {h.Step({&seq}, {prompt})};
+        for (int32_t t : {9, 401}) steps.push_back(h.Step({&seq}, {{t}}));
+        if (isa == KernelIsa::kPortable) {
+          reference = steps;
+          continue;
+        }
+        for (size_t i = 0; i < steps.size(); ++i) {
+          EXPECT_LE(RowRel(steps[i], reference[i], h.vocab()), kSameMathRtol)
+              << KernelIsaName(isa) << " " << WeightFormatName(weights) << " step " << i
+              << (dtype == KvCacheDtype::kBf16 ? " bf16 KV" : " fp8 KV");
+        }
+      }
     }
   }
 }

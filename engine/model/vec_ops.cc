@@ -374,7 +374,11 @@ const bool kHostAvx2 = HostCpuFeatures().avx2;
 const bool kHostAvx2Fma = HostCpuFeatures().avx2 && HostCpuFeatures().fma;
 const bool kHostAvx512 = HostCpuFeatures().avx512f;
 const bool kHostAvx512Bw = HostCpuFeatures().avx512f && HostCpuFeatures().avx512bw;
-bool Allow(VecIsa isa) { return g_isa_limit.load(std::memory_order_relaxed) >= isa; }
+// The test limit and the process-wide ceiling (TANDEM_ISA, engine/core/cpu_features.h) both apply.
+bool Allow(VecIsa isa) {
+  return g_isa_limit.load(std::memory_order_relaxed) >= isa &&
+         static_cast<int>(KernelIsaCeiling()) >= static_cast<int>(isa);
+}
 bool UseAvx2() { return kHostAvx2 && Allow(VecIsa::kAvx2); }
 bool UseAvx2Fma() { return kHostAvx2Fma && Allow(VecIsa::kAvx2); }
 bool UseAvx512() { return kHostAvx512 && Allow(VecIsa::kAvx512); }
@@ -410,6 +414,15 @@ bool VecOpsHostRuns(VecIsa isa) {
   if (isa == VecIsa::kAvx2) return kHostAvx2Fma;
 #endif
   return isa == VecIsa::kPortable;
+}
+
+VecIsa ActiveVecOpsIsa() {
+  for (VecIsa isa : {VecIsa::kAvx512, VecIsa::kAvx2}) {
+    if (VecOpsHostRuns(isa) && g_isa_limit.load(std::memory_order_relaxed) >= isa &&
+        static_cast<int>(KernelIsaCeiling()) >= static_cast<int>(isa))
+      return isa;
+  }
+  return VecIsa::kPortable;
 }
 
 void Bf16ToF32(const uint16_t* in, float* out, int64_t n) {

@@ -16,6 +16,8 @@ enum class VecIsa { kPortable, kAvx2, kAvx512 };
 void LimitVecOpsIsaForTesting(VecIsa widest);
 // Whether this host runs every kernel of `isa` (tests skip, naming it, what it cannot run).
 bool VecOpsHostRuns(VecIsa isa);
+// The widest variant the functions below take now (host, test limit and TANDEM_ISA ceiling): logs.
+VecIsa ActiveVecOpsIsa();
 
 // Σ a[i]·b[i] in fp32: fused multiply-adds into independent SIMD accumulators (16-lane with
 // AVX-512, 8-lane with AVX2+FMA, 8 scalar chains otherwise), then one tree reduction. The forward

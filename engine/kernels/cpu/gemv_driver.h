@@ -21,7 +21,8 @@ namespace tandem::engine::kernels::cpu {
 //   template <int M, int R, bool kInt16>
 //   static void Int4Block(const PackedWeight& w, const QuantizedActivations& xq, int64_t i0,
 //                         float* y, int64_t n);  // activation rows [i0, i0 + M) of xq and y
-// with M in 1..4 activation rows and R in {1, the driver's row count for M}.
+// with M in 1..4 activation rows and R in {1, the driver's row count for M and the format}, and
+//   static constexpr int kFp8RowsForOneActivation;  // FP8 weight rows streamed together at M = 1
 template <typename Kernels>
 class GemvDriver {
  public:
@@ -51,6 +52,9 @@ class GemvDriver {
   // of the read bandwidth than several do. INT4: measured, a third and fourth stream slow it down.
   template <int M>
   static constexpr int kRowsAtOnce = M == 1 ? 4 : 1;
+  // FP8: as many as the ISA file's Kernels::kFp8RowsForOneActivation (its decode's measured best).
+  template <int M>
+  static constexpr int kFp8RowsAtOnce = M == 1 ? Kernels::kFp8RowsForOneActivation : 1;
   template <int M>
   static constexpr int kInt4RowsAtOnce = M == 1 ? 2 : 1;
 
@@ -115,7 +119,7 @@ void GemvDriver<Kernels>::Dense(const PackedWeight& w, const float* x, int64_t m
 template <typename Kernels>
 template <typename GemvDriver<Kernels>::Format F, int M>
 void GemvDriver<Kernels>::DenseRows(const PackedWeight& w, const float* x, float* y, int64_t n0, int64_t n1) {
-  constexpr int R = kRowsAtOnce<M>;
+  constexpr int R = F == kBf16 ? kRowsAtOnce<M> : kFp8RowsAtOnce<M>;
   int64_t n = n0;
   if constexpr (F == kBf16) {
     for (; n + R <= n1; n += R) Kernels::template Bf16Block<M, R>(w, x, y, n);

@@ -19,9 +19,11 @@ enum class Isa { kPortable, kAvx2, kAvx512 };
 Isa PickIsa(const MatmulOptions& options) {
 #if defined(TANDEM_HAVE_AVX2_KERNELS)
   const CpuFeatures& cpu = HostCpuFeatures();
-  if (options.force_portable || !cpu.HasAvx2Kernels()) return Isa::kPortable;
+  const KernelIsa ceiling = KernelIsaCeiling();  // TANDEM_ISA
+  if (options.force_portable || ceiling == KernelIsa::kPortable || !cpu.HasAvx2Kernels())
+    return Isa::kPortable;
 #if defined(TANDEM_HAVE_AVX512_KERNELS)
-  if (options.allow_avx512 && cpu.HasAvx512Kernels()) return Isa::kAvx512;
+  if (options.allow_avx512 && ceiling == KernelIsa::kAvx512 && cpu.HasAvx512Kernels()) return Isa::kAvx512;
 #endif
   return Isa::kAvx2;
 #else
@@ -31,21 +33,33 @@ Isa PickIsa(const MatmulOptions& options) {
 }
 
 #if defined(TANDEM_HAVE_AVX2_KERNELS)
-// One ISA's GEMV kernels and the activation order its INT4 kernel reads.
+// Whether the FP8 GEMV takes the direct decode (matmul.h, Fp8Decode).
+bool UseDirectFp8(const MatmulOptions& options) {
+  if (options.fp8_decode != Fp8Decode::kAuto) return options.fp8_decode == Fp8Decode::kDirect;
+  return avx2::SubnormalFmaIsFast();
+}
+
+// One ISA's GEMV kernels, the activation order its INT4 kernel reads and the pre-scale its FP8
+// kernel's activations take.
 struct GemvKernels {
   void (*bf16)(const PackedWeight&, const float*, int64_t, float*, int64_t, int64_t);
   void (*fp8)(const PackedWeight&, const float*, int64_t, float*, int64_t, int64_t);
   void (*int4)(const PackedWeight&, const QuantizedActivations&, float*, int64_t, int64_t);
   ActivationOrder int4_order;
+  float fp8_prescale;
 };
 
-GemvKernels KernelsFor(Isa isa) {
+GemvKernels KernelsFor(Isa isa, const MatmulOptions& options) {
+  const bool direct = UseDirectFp8(options);
+  const float prescale = direct ? avx2::kFp8DirectPrescale : avx2::kFp8ActivationPrescale;
 #if defined(TANDEM_HAVE_AVX512_KERNELS)
   if (isa == Isa::kAvx512)
-    return {avx512::GemvBf16, avx512::GemvFp8, avx512::GemvInt4, ActivationOrder::kPairs};
+    return {avx512::GemvBf16, direct ? avx512::GemvFp8Direct : avx512::GemvFp8, avx512::GemvInt4,
+            ActivationOrder::kPairs, prescale};
 #endif
   (void)isa;
-  return {avx2::GemvBf16, avx2::GemvFp8, avx2::GemvInt4, ActivationOrder::kNatural};
+  return {avx2::GemvBf16, direct ? avx2::GemvFp8Direct : avx2::GemvFp8, avx2::GemvInt4,
+          ActivationOrder::kNatural, prescale};
 }
 #endif
 
@@ -130,6 +144,18 @@ void QuantizeActivations(const float* x, int64_t m, int64_t cols, Int4Activation
     return;
   }
 #endif
+#if defined(TANDEM_HAVE_AVX2_KERNELS)
+  if (order == ActivationOrder::kNatural && HostCpuFeatures().HasAvx2Kernels() &&
+      KernelIsaCeiling() != KernelIsa::kPortable) {
+    for (int64_t i = 0; i < m; ++i) {
+      void* q = kind == Int4Activation::kInt16 ? static_cast<void*>(out->q16.data() + i * out->row_elements)
+                                               : static_cast<void*>(out->q8.data() + i * out->row_elements);
+      avx2::QuantizeRowNatural(x + i * cols, cols, kind, q, out->scale.data() + i * groups,
+                               out->corr.data() + i * groups);
+    }
+    return;
+  }
+#endif
   for (int64_t i = 0; i < m; ++i) {
     for (int64_t g = 0; g < groups; ++g) {
       const int64_t k0 = g * kInt4GroupSize, k1 = std::min(cols, k0 + kInt4GroupSize);
@@ -180,14 +206,14 @@ struct PreparedActivations {
 };
 
 // Rows [n0, n1) of one job.
-void RunGemvRows(Isa isa, const GemvJob& job, int64_t n0, int64_t n1) {
+void RunGemvRows(Isa isa, const GemvKernels* kernels_or_null, const GemvJob& job, int64_t n0, int64_t n1) {
   const MatmulTask& t = *job.task;
   if (isa == Isa::kPortable) {
     GemvRowsPortable(*t.w, t.x, t.m, t.y, n0, n1);
     return;
   }
 #if defined(TANDEM_HAVE_AVX2_KERNELS)
-  const GemvKernels kernels = KernelsFor(isa);
+  const GemvKernels& kernels = *kernels_or_null;
   switch (t.w->format()) {
     case WeightFormat::kBf16: kernels.bf16(*t.w, job.x, t.m, t.y, n0, n1); break;
     case WeightFormat::kFp8Block128: kernels.fp8(*t.w, job.x, t.m, t.y, n0, n1); break;
@@ -199,6 +225,12 @@ void RunGemvRows(Isa isa, const GemvJob& job, int64_t n0, int64_t n1) {
 // Every task (all with m <= gemv_max_batch) in one ParallelFor over their rows, weighted by bytes.
 void RunGemvBatch(std::span<const MatmulTask* const> tasks, Isa isa, ThreadPool* pool,
                   const MatmulOptions& options) {
+#if defined(TANDEM_HAVE_AVX2_KERNELS)
+  const GemvKernels kernels = isa == Isa::kPortable ? GemvKernels{} : KernelsFor(isa, options);
+  const GemvKernels* kernels_or_null = isa == Isa::kPortable ? nullptr : &kernels;
+#else
+  const GemvKernels* kernels_or_null = nullptr;
+#endif
   std::vector<PreparedActivations> prepared;
   prepared.reserve(tasks.size());  // stable addresses: jobs point into it
   std::vector<GemvJob> jobs(tasks.size());
@@ -219,11 +251,9 @@ void RunGemvBatch(std::span<const MatmulTask* const> tasks, Isa isa, ThreadPool*
 #if defined(TANDEM_HAVE_AVX2_KERNELS)
         if (f == WeightFormat::kFp8Block128) {
           p.prescaled.resize(static_cast<size_t>(t.m * t.w->cols()));
-          for (size_t k = 0; k < p.prescaled.size(); ++k)
-            p.prescaled[k] = t.x[k] * avx2::kFp8ActivationPrescale;
+          for (size_t k = 0; k < p.prescaled.size(); ++k) p.prescaled[k] = t.x[k] * kernels.fp8_prescale;
         } else {
-          QuantizeActivations(t.x, t.m, t.w->cols(), options.int4_activation, &p.xq,
-                              KernelsFor(isa).int4_order);
+          QuantizeActivations(t.x, t.m, t.w->cols(), options.int4_activation, &p.xq, kernels.int4_order);
         }
 #endif
         same = prepared.end() - 1;
@@ -243,7 +273,7 @@ void RunGemvBatch(std::span<const MatmulTask* const> tasks, Isa isa, ThreadPool*
       const int64_t rows = job.task->w->rows(), upr = job.units_per_row;
       const int64_t n0 = std::clamp<int64_t>((u0 - job.first_unit + upr - 1) / upr, 0, rows);
       const int64_t n1 = std::clamp<int64_t>((u1 - job.first_unit + upr - 1) / upr, 0, rows);
-      if (n0 < n1) RunGemvRows(isa, job, n0, n1);
+      if (n0 < n1) RunGemvRows(isa, kernels_or_null, job, n0, n1);
     }
   });
 }
@@ -266,6 +296,13 @@ const char* MatmulIsa(const MatmulOptions& options) {
     case Isa::kAvx2: return "avx2";
     case Isa::kPortable: break;
   }
+  return "portable";
+}
+
+const char* MatmulFp8Decode(const MatmulOptions& options) {
+#if defined(TANDEM_HAVE_AVX2_KERNELS)
+  if (PickIsa(options) != Isa::kPortable) return UseDirectFp8(options) ? "direct" : "half";
+#endif
   return "portable";
 }
 

@@ -63,8 +63,16 @@ class PackedWeight {
 // kInt8 quantizes to int8 (faster, ~1e-2 relative: report its fidelity before using it).
 enum class Int4Activation { kInt16, kInt8 };
 
+// How the FP8 GEMV decodes e4m3 codes on AVX2 and AVX-512. kHalf goes through fp16 (vcvtph2ps),
+// kDirect shifts each code straight into fp32's fields (no vcvtph2ps: ~1.6x cheaper per weight on
+// AMD Zen, but its e4m3 subnormals are fp32 subnormals, which cost a microcode assist per FMA on
+// Intel cores). kAuto takes kDirect where an FMA on a subnormal input was measured to run at full
+// speed. Both give the same sums, within fp32 reassociation.
+enum class Fp8Decode { kAuto, kHalf, kDirect };
+
 struct MatmulOptions {
   Int4Activation int4_activation = Int4Activation::kInt16;
+  Fp8Decode fp8_decode = Fp8Decode::kAuto;
   bool force_portable = false;  // ignore AVX2 and AVX-512 even when present (tests, benchmarks)
   bool allow_avx512 = true;     // false: decode takes the AVX2 kernels even where AVX-512 runs
   int64_t gemv_max_batch = 16;  // m above this takes the GEMM path (crossover measured: docs/performance.md)
@@ -92,5 +100,7 @@ void DecodeWeightRow(const PackedWeight& w, int64_t n, float* out, const MatmulO
 // Which implementation Matmul's decode (GEMV) path would use on this machine: "avx512", "avx2" or
 // "portable". The GEMM path (m > gemv_max_batch) is AVX2 whenever this is not "portable".
 const char* MatmulIsa(const MatmulOptions& options = {});
+// The FP8 decode the GEMV path takes here: "direct", "half" or "portable" (logs, benchmarks).
+const char* MatmulFp8Decode(const MatmulOptions& options = {});
 
 }  // namespace tandem::engine::kernels::cpu

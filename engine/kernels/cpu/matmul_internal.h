@@ -76,9 +76,26 @@ namespace avx2 {
 // 2^(8-40) back.
 constexpr float kFp8ActivationPrescale = 1099511627776.0f;        // 2^40
 constexpr float kFp8ActivationUnscale = 1.0f / 1099511627776.0f;  // 2^-40
+// The direct decode (GemvFp8Direct) makes value · 2^-120 (e4m3 subnormals as fp32 subnormals) and
+// takes activations pre-scaled by 2^90: products of value · x stay fp32 normals down to |value · x|
+// = 2^-96, and activations up to 2^38 do not overflow.
+constexpr float kFp8DirectPrescale = 1237940039285380274899124224.0f;  // 2^90
+constexpr float kFp8DirectUnscale = 1.0f / 1237940039285380274899124224.0f;
 void GemvBf16(const PackedWeight& w, const float* x, int64_t m, float* y, int64_t n0, int64_t n1);
 // x_prescaled: [m, K] activations already multiplied by kFp8ActivationPrescale.
 void GemvFp8(const PackedWeight& w, const float* x_prescaled, int64_t m, float* y, int64_t n0, int64_t n1);
+// x_prescaled by kFp8DirectPrescale. The same sums as GemvFp8, from a cheaper decode whose
+// subnormal weights cost a microcode assist per FMA on Intel cores: for hosts where
+// SubnormalFmaIsFast().
+void GemvFp8Direct(const PackedWeight& w, const float* x_prescaled, int64_t m, float* y, int64_t n0,
+                   int64_t n1);
+// Whether an FMA with an fp32 subnormal input runs at full speed here (measured once, ~0.1 ms).
+bool SubnormalFmaIsFast();
+// One activation row x[cols] quantized as QuantizeActivations does, bit for bit, in
+// ActivationOrder::kNatural: q (int16_t* for kInt16, int8_t* for kInt8) gets G*32 elements (zero
+// past cols), scale and corr G floats each.
+void QuantizeRowNatural(const float* x, int64_t cols, Int4Activation kind, void* q, float* scale,
+                        float* corr);
 void GemvInt4(const PackedWeight& w, const QuantizedActivations& xq, float* y, int64_t n0, int64_t n1);
 // Activations for GEMM, in tiles of 6 rows: packed[t*K + k*6 + r] = x[t + r][k] (zero past m).
 // packed holds ceil(m/6)*6*K floats.
@@ -98,6 +115,8 @@ constexpr int64_t kGemmRowGrain = 64;
 namespace avx512 {
 void GemvBf16(const PackedWeight& w, const float* x, int64_t m, float* y, int64_t n0, int64_t n1);
 void GemvFp8(const PackedWeight& w, const float* x_prescaled, int64_t m, float* y, int64_t n0, int64_t n1);
+void GemvFp8Direct(const PackedWeight& w, const float* x_prescaled, int64_t m, float* y, int64_t n0,
+                   int64_t n1);
 void GemvInt4(const PackedWeight& w, const QuantizedActivations& xq, float* y, int64_t n0, int64_t n1);
 // One activation row x[cols] quantized as QuantizeActivations does, bit for bit, into kPairs order:
 // q (int16_t* for kInt16, int8_t* for kInt8) gets ceil(G/2)*64 elements (zero where x has none),

@@ -14,6 +14,7 @@
 #include <gtest/gtest.h>
 
 #include "common/test_skip.h"
+#include "engine/core/cpu_features.h"
 #include "engine/formats/float_codecs.h"
 #include "engine/kernels/cpu/matmul_internal.h"
 
@@ -154,8 +155,16 @@ std::vector<Path> AllPaths() {
   MatmulOptions gemm_only;
   gemm_only.gemv_max_batch = 0;  // every batch takes the GEMM path (AVX2)
   gemm_only.allow_avx512 = false;
+  // Both FP8 decodes on every ISA, whichever one Fp8Decode::kAuto picks on this host.
+  MatmulOptions avx512_half = avx512, avx512_direct = avx512, avx2_half = avx2, avx2_direct = avx2;
+  avx512_half.fp8_decode = avx2_half.fp8_decode = Fp8Decode::kHalf;
+  avx512_direct.fp8_decode = avx2_direct.fp8_decode = Fp8Decode::kDirect;
   return {{"portable", portable, kNmseFp32Accumulation, "portable"},
           {"avx512", avx512, kNmseInt4Int16, "avx512"},
+          {"avx512_fp8_half", avx512_half, kNmseInt4Int16, "avx512"},
+          {"avx512_fp8_direct", avx512_direct, kNmseInt4Int16, "avx512"},
+          {"avx2_fp8_half", avx2_half, kNmseInt4Int16, "avx2"},
+          {"avx2_fp8_direct", avx2_direct, kNmseInt4Int16, "avx2"},
           {"avx512_int8_act", avx512_i8, kNmseInt4Int8, "avx512"},
           {"avx512_gemv_all", avx512_gemv_all, kNmseInt4Int16, "avx512"},
           {"avx2", avx2, kNmseInt4Int16, "avx2"},
@@ -192,6 +201,9 @@ void CheckAgainstRef(WeightFormat f, int64_t n, int64_t k, int64_t m, ThreadPool
   w.Ref(x.data(), m, want.data());
   const double energy = w.Energy(x.data(), m);
   for (const Path& path : Paths()) {
+    // The FP8 decode variants run the same kernels as their ISA's default for other formats.
+    if (f != WeightFormat::kFp8Block128 && std::string(path.name).find("_fp8_") != std::string::npos)
+      continue;
     std::vector<float> got(want.size(), std::nanf(""));
     ASSERT_TRUE(Matmul(*packed, x.data(), m, got.data(), pool, path.options).ok());
     const double tol = f == WeightFormat::kInt4Group32 ? path.tolerance_int4 : kNmseFp32Accumulation;
@@ -233,11 +245,12 @@ INSTANTIATE_TEST_SUITE_P(AllFormats, MatmulShapesTest,
                                            WeightFormat::kInt4Group32),
                          [](const auto& info) { return std::string(WeightFormatName(info.param)); });
 
-// The SIMD paths (default INT4 activations) each ISA on this CPU runs.
+// The SIMD paths (default INT4 activations) each ISA on this CPU runs, with each FP8 decode.
 std::vector<Path> SimdPaths() {
   std::vector<Path> out;
   for (const Path& p : Paths()) {
-    if (std::string(p.name) == "avx512" || std::string(p.name) == "avx2") out.push_back(p);
+    const std::string name = p.name;
+    if (name == "avx512" || name == "avx2" || name.find("_fp8_") != std::string::npos) out.push_back(p);
   }
   return out;
 }
@@ -327,8 +340,9 @@ TEST(MatmulTest, DecodeWeightRowIsTheDequantizedRow) {
   }
 }
 
-// The FP8 GEMV decodes weights as value · 2^-8 (through fp16) and pre-scales activations by 2^40;
-// neither tiny nor large activations may lose precision to underflow or overflow.
+// The FP8 GEMV decodes weights as value · 2^-8 (through fp16) and pre-scales activations by 2^40,
+// or (direct decode) as value · 2^-120 with activations pre-scaled by 2^90; neither tiny nor large
+// activations may lose precision to underflow or overflow.
 TEST(MatmulTest, Fp8ExtremeActivationScales) {
   ThreadPool pool(2);
   TestWeight w(WeightFormat::kFp8Block128, 64, 384, 11);
@@ -344,6 +358,35 @@ TEST(MatmulTest, Fp8ExtremeActivationScales) {
       EXPECT_LE(Nmse(got, want, w.Energy(x.data(), 1)), kNmseFp32Accumulation)
           << "activation scale " << scale << " path " << path.name;
     }
+  }
+}
+
+// The AVX2 quantizer (natural order) gives the portable loop's bits: values, scales, corrections,
+// for odd lengths, an all-zero group, tiny and huge magnitudes and exact halves (round half even).
+TEST(MatmulTest, SimdNaturalOrderQuantizationIsThePortableLoopBitForBit) {
+  if (HostKernelIsa() == KernelIsa::kPortable) TANDEM_SKIP_ISA_ABSENT() << "no AVX2 on this CPU";
+  const int64_t m = 3, cols = 333;
+  std::vector<float> x = RandomActivations(m, cols, 31);
+  for (int64_t k = 64; k < 96; ++k) x[static_cast<size_t>(k)] = 0.0f;  // an all-zero group
+  for (int64_t k = 96; k < 128; ++k) x[static_cast<size_t>(k)] *= 1e-30f;
+  for (int64_t k = 128; k < 160; ++k) x[static_cast<size_t>(k)] *= 1e30f;
+  x[200] = 0.5f, x[201] = -1.5f, x[202] = 2.5f, x[203] = 4.0f;  // halves once scaled by 127 / 4 steps
+  struct Restore {
+    KernelIsa before = KernelIsaCeiling();
+    ~Restore() { SetKernelIsaCeiling(before); }
+  } restore;
+  for (Int4Activation kind : {Int4Activation::kInt16, Int4Activation::kInt8}) {
+    QuantizedActivations simd, portable;
+    SetKernelIsaCeiling(KernelIsa::kAvx2);
+    QuantizeActivations(x.data(), m, cols, kind, &simd, ActivationOrder::kNatural);
+    SetKernelIsaCeiling(KernelIsa::kPortable);
+    QuantizeActivations(x.data(), m, cols, kind, &portable, ActivationOrder::kNatural);
+    SetKernelIsaCeiling(restore.before);
+    EXPECT_EQ(simd.q16, portable.q16);
+    EXPECT_EQ(simd.q8, portable.q8);
+    ASSERT_EQ(simd.scale.size(), portable.scale.size());
+    EXPECT_EQ(std::memcmp(simd.scale.data(), portable.scale.data(), simd.scale.size() * sizeof(float)), 0);
+    EXPECT_EQ(std::memcmp(simd.corr.data(), portable.corr.data(), simd.corr.size() * sizeof(float)), 0);
   }
 }
 
