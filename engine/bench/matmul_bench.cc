@@ -22,6 +22,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -379,6 +380,10 @@ void BM_Gemm(benchmark::State& state, WeightFormat f, int64_t n, int64_t k) {
   const double flops = 2.0 * m * n * k * static_cast<double>(state.iterations());
   state.counters["GFLOP/s"] = benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsRate);
   state.counters["fma_frac"] = benchmark::Counter(flops / MeasuredFmaPeak(), benchmark::Counter::kIsRate);
+  // The GEMM path is AVX2 on every x86 host with AVX2 (AVX-512 hosts included); TANDEM_ISA=portable
+  // takes the portable loop.
+  state.SetLabel(std::string(std::string_view(MatmulIsa()) == "portable" ? "portable" : "avx2") +
+                 " gemm-path");
 }
 
 void RegisterAll() {
