@@ -36,7 +36,8 @@ void Usage() {
       "         [--health-probe-bind-address :8081] [--leader-elect=true|false]\n"
       "         [--leader-election-namespace NS] [--leader-election-id ID] [--leader-election-identity ID]\n"
       "         [--lease-duration 15] [--renew-deadline 10] [--retry-period 2]\n"
-      "         [--workers 2] [--qps 20] [--burst 30] [--resync-period 36000] [--agent-image IMAGE]\n");
+      "         [--workers 2] [--qps 20] [--burst 30] [--resync-period 36000] [--agent-image IMAGE]\n"
+      "         [--autoscale-interval 15] [--scrape-timeout-ms 1000]\n");
 }
 
 std::string DefaultIdentity() {
@@ -115,6 +116,8 @@ int Run(const controller::ControllerOptions& o) {
   manager_options.qps = o.qps;
   manager_options.burst = o.burst;
   manager_options.resync_period = std::chrono::seconds(o.resync_period_s);
+  manager_options.autoscale_interval = std::chrono::seconds(o.autoscale_interval_s);
+  manager_options.scrape_timeout = std::chrono::milliseconds(o.scrape_timeout_ms);
   manager_options.informer_client = informer_client->get();
   controller::reconcile::Manager manager(client->get(), &metrics, manager_options);
   auto servers = StartServers(o, &metrics, &manager);

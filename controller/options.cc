@@ -87,6 +87,10 @@ Status Apply(const std::string& name, const std::string& value, ControllerOption
     return ParseCount(name, value, &o->burst);
   else if (name == "resync-period")
     return ParseNonNegativeSeconds(name, value, &o->resync_period_s);
+  else if (name == "autoscale-interval")
+    return ParseNonNegativeSeconds(name, value, &o->autoscale_interval_s);
+  else if (name == "scrape-timeout-ms")
+    return ParseCount(name, value, &o->scrape_timeout_ms);
   else if (name == "agent-image")
     o->agent_image = value;
   else

@@ -28,6 +28,10 @@ struct ControllerOptions {
   // event (controller-runtime's SyncPeriod, default 10 h): drift the watches missed is repaired.
   // 0: never. Tests set seconds to force "a converged reconcile writes nothing" to be observed.
   int resync_period_s = 36000;
+  // The built-in autoscaler: how often the ready members of builtin-autoscaled pools are scraped
+  // and those pools re-planned (0: off; they hold), and each scrape's bound (connect included).
+  int autoscale_interval_s = 15;
+  int scrape_timeout_ms = 1000;
   std::string agent_image = "ghcr.io/tandem-dev/tandem-agent:latest";  // when spec.image is unset
 };
 

@@ -42,6 +42,11 @@ TEST(ControllerOptionsTest, ReconcilerFlags) {
   EXPECT_EQ(ParseControllerFlags({"--resync-period", "3"})->resync_period_s, 3);
   EXPECT_FALSE(ParseControllerFlags({"--resync-period=-1"}).ok());
   EXPECT_FALSE(ParseControllerFlags({"--resync-period=1h"}).ok());
+  EXPECT_EQ(ParseControllerFlags({})->autoscale_interval_s, 15);
+  EXPECT_EQ(ParseControllerFlags({"--autoscale-interval=0"})->autoscale_interval_s, 0);
+  EXPECT_EQ(ParseControllerFlags({"--scrape-timeout-ms", "250"})->scrape_timeout_ms, 250);
+  EXPECT_FALSE(ParseControllerFlags({"--scrape-timeout-ms=0"}).ok());
+  EXPECT_FALSE(ParseControllerFlags({"--autoscale-interval=-1"}).ok());
   EXPECT_FALSE(ParseControllerFlags({"--qps=0"}).ok());
   EXPECT_FALSE(ParseControllerFlags({"--burst=x"}).ok());
   EXPECT_FALSE(ParseControllerFlags({"--workers=0"}).ok());

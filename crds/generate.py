@@ -356,6 +356,22 @@ def model_pool():
         "selector": string("Label selector of the pool's pods, in string form (scale "
                            "subresource labelSelectorPath, for HPA/KEDA)."),
         "conditions": condition_list(),
+        "autoscaler": obj("The built-in autoscaler's view of the pool (autoscaling.enabled, mode "
+                          "builtin); absent otherwise.", {
+            "recommendedReplicas": int32("What the load signals recommend before the stabilization "
+                                         "windows, step limits and guards.", minimum=0),
+            "reason": string("Why the last evaluation moved or held the pool (CamelCase: "
+                             "KvCacheAboveTarget, Stabilizing, PendingReplicas, NoSignals, AtMax, "
+                             "GpuBudget, ...)."),
+            "lastScale": obj("The last change the autoscaler made to spec.replicas.", {
+                "time": string("When.", format="date-time"),
+                "direction": string("up or down.", enum=["up", "down"]),
+                "from": int32("spec.replicas before.", minimum=0),
+                "to": int32("spec.replicas after.", minimum=0),
+                "reason": string("The signal or bound that moved it (CamelCase)."),
+                "message": string("The signal, its value and target, for people."),
+            }),
+        }),
     })
     columns = [
         {"name": "Role", "type": "string", "jsonPath": ".spec.role"},

@@ -53,10 +53,11 @@ struct ControllerMetrics::Impl {
                                      .Name("tandem_pool_replicas")
                                      .Help("Replicas of each ModelPool by state (desired, current, ready).")
                                      .Register(*registry);
-  Family<Counter>& autoscaler_decisions = prometheus::BuildCounter()
-                                              .Name("tandem_autoscaler_decisions_total")
-                                              .Help("Autoscaler decisions by direction (up, down, hold).")
-                                              .Register(*registry);
+  Family<Counter>& autoscaler_decisions =
+      prometheus::BuildCounter()
+          .Name("tandem_autoscaler_decisions_total")
+          .Help("Built-in autoscaler decisions that changed a pool's replicas, by direction (up, down).")
+          .Register(*registry);
   Family<Counter>& resyncs =
       prometheus::BuildCounter()
           .Name("tandem_controller_resyncs_total")
@@ -121,8 +122,11 @@ void ControllerMetrics::ForgetPool(std::string_view deployment, std::string_view
   impl_->pools.erase(it);
 }
 
-void ControllerMetrics::CountAutoscalerDecision(std::string_view direction) {
-  impl_->autoscaler_decisions.Add({{"direction", S(direction)}}).Increment();
+void ControllerMetrics::CountAutoscalerDecision(std::string_view deployment, std::string_view pool,
+                                                std::string_view direction) {
+  impl_->autoscaler_decisions
+      .Add({{"deployment", S(deployment)}, {"pool", S(pool)}, {"direction", S(direction)}})
+      .Increment();
 }
 
 void ControllerMetrics::CountResync(std::string_view controller) {

@@ -7,7 +7,7 @@
 //   tandem_controller_reconcile_total{controller, result}         counter
 //   tandem_controller_reconcile_duration_seconds{controller}      histogram
 //   tandem_pool_replicas{deployment, pool, state}                 gauge
-//   tandem_autoscaler_decisions_total{direction}                  counter
+//   tandem_autoscaler_decisions_total{deployment, pool, direction} counter
 //   tandem_controller_resyncs_total{controller}                   counter
 //   tandem_workqueue_depth{name}                                  gauge
 //   tandem_workqueue_adds_total{name}                             counter
@@ -57,8 +57,10 @@ class ControllerMetrics {
   // linger in dashboards.
   void ForgetPool(std::string_view deployment, std::string_view pool);
 
-  // One autoscaler decision: "up", "down" or "hold".
-  void CountAutoscalerDecision(std::string_view direction);
+  // One decision of the built-in autoscaler that changed the pool's replicas: direction "up" or
+  // "down" (holds are not counted: the planner runs every scrape round).
+  void CountAutoscalerDecision(std::string_view deployment, std::string_view pool,
+                               std::string_view direction);
 
   // One periodic resync of `controller`: every key it owns was enqueued again (--resync-period).
   void CountResync(std::string_view controller);

@@ -32,7 +32,7 @@ TEST(ControllerMetricsTest, EveryFamilyHasHelpAndTypeOnceUsed) {
             "tandem_controller_leader 0\n");
   m.ObserveReconcile("modelpool", kResultSuccess, 0.1);
   m.SetPoolReplicas("d", "d-decode", kReplicasReady, 1);
-  m.CountAutoscalerDecision("hold");
+  m.CountAutoscalerDecision("llm", "decode", "up");
   m.CountResync("modelpool");
   m.SetWorkQueueDepth("q", 0);
   m.CountWorkQueueAdd("q");
@@ -98,14 +98,14 @@ TEST(ControllerMetricsTest, PoolReplicasAreSetAndForgotten) {
 
 TEST(ControllerMetricsTest, AutoscalerLeaderAndLabelEscaping) {
   ControllerMetrics m;
-  m.CountAutoscalerDecision("up");
-  m.CountAutoscalerDecision("up");
-  m.CountAutoscalerDecision("down");
+  m.CountAutoscalerDecision("llm", "decode", "up");
+  m.CountAutoscalerDecision("llm", "decode", "up");
+  m.CountAutoscalerDecision("llm", "prefill", "down");
   m.SetLeader(true);
   m.SetPoolReplicas("a\"b", "p\\q", kReplicasCurrent, 1);  // exposition escapes " and backslash
   const std::string t = m.Serialize();
-  EXPECT_EQ(Line(t, R"(tandem_autoscaler_decisions_total{direction="up"})"),
-            R"(tandem_autoscaler_decisions_total{direction="up"} 2)");
+  EXPECT_EQ(Line(t, R"(tandem_autoscaler_decisions_total{deployment="llm",direction="up",pool="decode"})"),
+            R"(tandem_autoscaler_decisions_total{deployment="llm",direction="up",pool="decode"} 2)");
   EXPECT_EQ(Line(t, "tandem_controller_leader"), "tandem_controller_leader 1");
   EXPECT_NE(t.find(R"(deployment="a\"b",pool="p\\q")"), std::string::npos);
   m.SetLeader(false);

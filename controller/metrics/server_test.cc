@@ -247,7 +247,7 @@ TEST_F(ServerTest, PromtoolAcceptsTheExposition) {
   metrics_.ObserveReconcile("modeldeployment", kResultSuccess, 0.02);
   metrics_.ObserveReconcile("modeldeployment", kResultError, 1.5);
   metrics_.SetPoolReplicas("kimi", "kimi-decode", kReplicasReady, 2);
-  metrics_.CountAutoscalerDecision("up");
+  metrics_.CountAutoscalerDecision("llm", "decode", "up");
   metrics_.SetWorkQueueDepth("modelpool", 3);
   metrics_.CountWorkQueueAdd("modelpool");
   metrics_.CountWorkQueueRetry("modelpool");

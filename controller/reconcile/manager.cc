@@ -4,10 +4,14 @@
 #include <exception>
 
 #include "common/logging.h"
+#include "controller/autoscale/scraper.h"
 #include "controller/kube/client.h"
 #include "controller/metrics/controller_metrics.h"
 #include "controller/metrics/workqueue_hooks.h"
+#include "controller/reconcile/autoscaler.h"
+#include "controller/reconcile/conditions.h"
 #include "controller/reconcile/kube_store.h"
+#include "controller/reconcile/pool_plan.h"
 #include "controller/reconcile/reconciler.h"
 #include "controller/runtime/clock_wait.h"
 #include "controller/runtime/informer.h"
@@ -61,6 +65,24 @@ Manager::Manager(kube::Client* client, metrics::ControllerMetrics* metrics, Mana
   store_ = std::make_unique<KubeStore>(client_, clock_, options_.qps, options_.burst);
   events_ = std::make_unique<EventRecorder>(store_.get(), "tandem-controller", UnixSeconds);
   ReconcileContext ctx{store_.get(), events_.get(), metrics_, UnixSeconds, options_.plan};
+  autoscale_memory_ = std::make_unique<AutoscaleMemory>();
+  if (options_.autoscale_interval.count() > 0) {
+    autoscale::PodMetricsScraperOptions so;
+    so.interval_ms = options_.autoscale_interval.count();
+    so.timeout_ms = options_.scrape_timeout.count();
+    so.targets = [this] { return AutoscaleTargets(); };
+    so.on_round = [this](const std::vector<std::string>& pools) {
+      for (const std::string& key : pools) pool_queue_->Add(key);
+    };
+    so.clock = &clock_;
+    scraper_ = std::make_unique<autoscale::PodMetricsScraper>(std::move(so));
+    ctx.autoscale.signals = scraper_.get();
+    // Four rounds without a fresh snapshot (a stalled scraper, members all gone): hold.
+    ctx.autoscale.max_signal_age_seconds =
+        4.0 * std::chrono::duration<double>(options_.autoscale_interval + options_.scrape_timeout).count();
+  }
+  ctx.autoscale.memory = autoscale_memory_.get();
+  ctx.autoscale.clock = &clock_;
   deployment_reconciler_ = std::make_unique<ModelDeploymentReconciler>(ctx);
   pool_reconciler_ = std::make_unique<ModelPoolReconciler>(ctx);
   auto hooks = [&](const char* name) {
@@ -169,6 +191,47 @@ void Manager::StartWorkers() {
       while (resync_sleeper_->SleepFor(options_.resync_period)) Resync();
     });
   }
+  if (scraper_ != nullptr) scraper_->Start();
+}
+
+std::vector<autoscale::PodTarget> Manager::AutoscaleTargets() const {
+  std::vector<autoscale::PodTarget> targets;
+  for (const runtime::ObjectPtr& obj : pool_informer_->List()) {
+    StatusOr<ModelPoolSpec> spec = ParseModelPoolSpec(*obj, options_.plan);
+    if (!spec.ok() || !spec->pool.autoscale.Builtin()) continue;
+    StatusOr<std::vector<json>> pods =
+        store_->List(Kind::kPod, spec->ns, PoolSelector(spec->deployment_name, spec->pool.role));
+    if (!pods.ok()) continue;
+    for (const json& pod : *pods) {
+      FieldReader r(pod);
+      const std::string ip = r.String("/status/podIP", "");
+      bool ready = false;
+      if (const json* status = r.Object("/status");
+          status != nullptr && status->contains("conditions") && status->at("conditions").is_array()) {
+        for (const json& c : status->at("conditions")) {
+          if (StringField(c, "type") == "Ready") ready = StringField(c, "status") == "True";
+        }
+      }
+      if (ip.empty() || !ready || r.String("/metadata/deletionTimestamp", "") != "") continue;
+      // The agent container's port named "metrics" (the pod template's), else the default.
+      int64_t port = kMetricsPort;
+      if (const json* containers = r.Object("/spec");
+          containers != nullptr && containers->contains("containers")) {
+        for (const json& c : containers->at("containers")) {
+          if (!c.is_object() || !c.contains("ports") || !c.at("ports").is_array()) continue;
+          for (const json& p : c.at("ports")) {
+            if (StringField(p, "name") == "metrics" && p.contains("containerPort") &&
+                p.at("containerPort").is_number_integer())
+              port = p.at("containerPort").get<int64_t>();
+          }
+        }
+      }
+      const bool v6 = ip.find(':') != std::string::npos;
+      targets.push_back({spec->ns + "/" + spec->name, r.String("/metadata/name", ""),
+                         (v6 ? "[" + ip + "]" : ip) + ":" + std::to_string(port)});
+    }
+  }
+  return targets;
 }
 
 void Manager::Resync() {
@@ -211,6 +274,7 @@ void Manager::Worker(runtime::WorkQueue* queue, bool deployments) {
 
 void Manager::Stop() {
   if (stopped_.exchange(true)) return;
+  if (scraper_ != nullptr) scraper_->Stop();  // before the queues: its rounds add to them
   store_->Interrupt();
   resync_sleeper_->Interrupt();
   if (resync_thread_.joinable()) resync_thread_.join();

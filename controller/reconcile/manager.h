@@ -19,6 +19,10 @@
 #include "common/status.h"
 #include "controller/reconcile/deployment_spec.h"
 
+namespace tandem::controller::autoscale {
+class PodMetricsScraper;
+struct PodTarget;
+}  // namespace tandem::controller::autoscale
 namespace tandem::controller::kube {
 class Client;
 }
@@ -33,6 +37,7 @@ class WorkQueue;
 
 namespace tandem::controller::reconcile {
 
+class AutoscaleMemory;
 class KubeStore;
 class EventRecorder;
 class ModelDeploymentReconciler;
@@ -52,6 +57,12 @@ struct ManagerOptions {
   // While the workers run, every cached ModelDeployment and ModelPool is enqueued again this
   // often (controller-runtime's SyncPeriod); zero: never.
   std::chrono::nanoseconds resync_period{0};
+  // The built-in autoscaler (docs/autoscaling.md): while the workers run, the ready members of
+  // every pool with autoscaling in builtin mode are scraped this often (their /metrics, each
+  // request bounded by scrape_timeout) and those pools reconciled after each round; zero: off
+  // (builtin pools then hold, reason NoSignals).
+  std::chrono::milliseconds autoscale_interval{15'000};
+  std::chrono::milliseconds scrape_timeout{1'000};
 };
 
 class Manager {
@@ -82,6 +93,8 @@ class Manager {
   void Worker(runtime::WorkQueue* queue, bool deployments);
   void AddInformer(int kind_index, const std::string& label_selector);
   void Resync();
+  // The scraper's targets: the ready members (with an IP) of every builtin-autoscaled pool.
+  std::vector<autoscale::PodTarget> AutoscaleTargets() const;
 
   kube::Client* const client_;
   metrics::ControllerMetrics* const metrics_;
@@ -89,6 +102,8 @@ class Manager {
   const Clock& clock_;
   std::unique_ptr<KubeStore> store_;
   std::unique_ptr<EventRecorder> events_;
+  std::unique_ptr<AutoscaleMemory> autoscale_memory_;
+  std::unique_ptr<autoscale::PodMetricsScraper> scraper_;  // null when the autoscaler is off
   std::unique_ptr<ModelDeploymentReconciler> deployment_reconciler_;
   std::unique_ptr<ModelPoolReconciler> pool_reconciler_;
   std::unique_ptr<runtime::WorkQueue> deployment_queue_;

@@ -1,4 +1,5 @@
 #include "controller/metrics/controller_metrics.h"
+#include "controller/reconcile/autoscaler.h"
 #include "controller/reconcile/conditions.h"
 #include "controller/reconcile/pool_plan.h"
 #include "controller/reconcile/pool_status.h"
@@ -10,13 +11,36 @@ Status ModelPoolReconciler::Reconcile(const std::string& key) {
   std::string ns, name;
   SplitKey(key, &ns, &name);
   StatusOr<json> fetched = ctx_.store->Get(Kind::kModelPool, ns, name);
-  if (!fetched.ok())
-    return fetched.status().code() == StatusCode::kNotFound ? Status::Ok() : fetched.status();
-  const json& pool = *fetched;
+  if (!fetched.ok()) {
+    if (fetched.status().code() != StatusCode::kNotFound) return fetched.status();
+    if (ctx_.autoscale.memory != nullptr) ctx_.autoscale.memory->Forget(ns + "/" + name);
+    return Status::Ok();
+  }
+  json pool = std::move(*fetched);
   FieldReader r(pool);
-  if (r.String("/metadata/deletionTimestamp", "") != "") return Status::Ok();  // children cascade
+  if (r.String("/metadata/deletionTimestamp", "") != "") {
+    if (ctx_.autoscale.memory != nullptr) ctx_.autoscale.memory->Forget(ns + "/" + name);
+    return Status::Ok();  // children cascade
+  }
   std::string deployment = r.String("/spec/deploymentName", "");
   std::string role = r.String("/spec/role", "");
+  std::vector<json> pods;
+  if (!deployment.empty() && !role.empty()) {
+    StatusOr<std::vector<json>> listed = ctx_.store->List(Kind::kPod, ns, PoolSelector(deployment, role));
+    if (listed.ok()) pods = std::move(*listed);
+  }
+  std::vector<const json*> pod_ptrs;
+  for (const json& p : pods) pod_ptrs.push_back(&p);
+
+  // The built-in autoscaler first, so a change it makes to spec.replicas is applied in this pass.
+  json autoscaler_status = nullptr;
+  if (StatusOr<ModelPoolSpec> spec = ParseModelPoolSpec(pool, ctx_.plan); spec.ok()) {
+    StatusOr<AutoscaleOutcome> outcome = AutoscalePool(*ctx_.store, ctx_.autoscale, ctx_.events, ctx_.metrics,
+                                                       pool, *spec, pod_ptrs, Rfc3339(ctx_.unix_seconds()));
+    if (!outcome.ok()) return outcome.status();
+    if (outcome->scaled) pool = std::move(outcome->pool);
+    autoscaler_status = std::move(outcome->status);
+  }
 
   StatusOr<PoolPlan> plan = PlanPool(pool, ctx_.plan);
   PoolObservation observed;
@@ -39,14 +63,10 @@ Status ModelPoolReconciler::Reconcile(const std::string& key) {
   StatusOr<json> sts = ctx_.store->Get(Kind::kStatefulSet, ns, name);
   if (sts.ok() && !IsControlledBy(*sts, r.String("/metadata/uid", ""))) sts = Status::NotFound("not ours");
   observed.statefulset = sts.ok() ? &*sts : nullptr;
-  std::vector<json> pods;
-  if (!deployment.empty() && !role.empty()) {
-    StatusOr<std::vector<json>> listed = ctx_.store->List(Kind::kPod, ns, PoolSelector(deployment, role));
-    if (listed.ok()) pods = std::move(*listed);
-  }
-  for (const json& p : pods) observed.pods.push_back(&p);
+  observed.pods = pod_ptrs;
 
   json status = ComputePoolStatus(observed, Rfc3339(ctx_.unix_seconds()));
+  if (!autoscaler_status.is_null()) status["autoscaler"] = std::move(autoscaler_status);
   if (ctx_.metrics != nullptr && !deployment.empty()) {
     ctx_.metrics->SetPoolReplicas(deployment, role, metrics::kReplicasDesired, observed.desired);
     ctx_.metrics->SetPoolReplicas(deployment, role, metrics::kReplicasCurrent,

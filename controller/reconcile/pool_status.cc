@@ -4,10 +4,7 @@
 #include "controller/reconcile/pool_plan.h"
 
 namespace tandem::controller::reconcile {
-namespace {
-
-// The scheduler's message of an unschedulable pod, or "" when it is scheduled (or not yet tried).
-std::string UnschedulableMessage(const json& pod) {
+std::string PodUnschedulableMessage(const json& pod) {
   FieldReader r(pod);
   const json* status = r.Object("/status");
   if (status == nullptr) return "";
@@ -22,8 +19,6 @@ std::string UnschedulableMessage(const json& pod) {
   }
   return "";
 }
-
-}  // namespace
 
 json ComputePoolStatus(const PoolObservation& o, std::string_view now) {
   FieldReader r(*o.pool);
@@ -49,7 +44,7 @@ json ComputePoolStatus(const PoolObservation& o, std::string_view now) {
   int unschedulable = 0;
   std::string capacity_message;
   for (const json* pod : o.pods) {
-    std::string m = UnschedulableMessage(*pod);
+    std::string m = PodUnschedulableMessage(*pod);
     if (m.empty()) continue;
     if (unschedulable++ == 0) capacity_message = m;
   }

@@ -23,6 +23,10 @@ struct PoolObservation {
   std::vector<const json*> pods;       // the pool's pods (selected by its labels)
 };
 
+// The scheduler's message of an unschedulable pod (PodScheduled False, reason Unschedulable), or
+// "" when it is scheduled or not yet tried.
+std::string PodUnschedulableMessage(const json& pod);
+
 // The status to store. `now` (RFC 3339) stamps conditions whose status flips.
 json ComputePoolStatus(const PoolObservation& observed, std::string_view now);
 

@@ -15,6 +15,7 @@
 
 #include "common/status.h"
 #include "controller/reconcile/apply.h"
+#include "controller/reconcile/autoscaler.h"
 #include "controller/reconcile/deployment_spec.h"
 #include "controller/reconcile/events.h"
 
@@ -30,6 +31,7 @@ struct ReconcileContext {
   metrics::ControllerMetrics* metrics = nullptr;  // may be null
   std::function<int64_t()> unix_seconds;          // wall clock for lastTransitionTime
   PlanOptions plan;
+  AutoscaleContext autoscale;  // the built-in autoscaler's signals and memory (off when unset)
 };
 
 class ModelDeploymentReconciler {

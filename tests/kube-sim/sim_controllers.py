@@ -31,7 +31,8 @@ def pod_ready(pod):
     return False
 
 
-def pod_status(pod, ready, now):
+def pod_status(pod, ready, now, pod_ip="127.0.0.1"):
+    """A pod's status; a pod that had an IP keeps it, a new one gets `pod_ip`."""
     old = pod.get("status") or {}
     if old and pod_ready(pod) == ready and old.get("phase"):
         return old
@@ -44,7 +45,7 @@ def pod_status(pod, ready, now):
         for c in conds[2:]:
             c["reason"] = "ContainersNotReady"
     return {"phase": "Running" if ready else "Pending", "conditions": conds,
-            "hostIP": "127.0.0.1", "podIP": old.get("podIP") or "127.0.0.1",
+            "hostIP": "127.0.0.1", "podIP": old.get("podIP") or pod_ip,
             "startTime": old.get("startTime") or now}
 
 
@@ -65,6 +66,14 @@ class Controllers:
     def __init__(self, auto_ready=False):
         self.auto_ready = auto_ready
         self.ready_rules = {}  # (namespace, selector, names) -> (predicate, ready), newest last
+        self.pods_started = 0
+
+    def next_pod_ip(self):
+        """A loopback address of its own for each new pod (127.1.0.1, 127.1.0.2, ...), as a
+        cluster's pod network gives each pod an IP: a test can serve a pod's ports on it."""
+        n = self.pods_started
+        self.pods_started += 1
+        return "127.1.%d.%d" % (n // 250 % 250, n % 250 + 1)
 
     def _initial_ready(self, pod):
         """Ready state of a new pod: the newest /sim/pods-ready rule that matches it, else
@@ -129,7 +138,7 @@ class Controllers:
             if not (obj.get("status") or {}).get("phase"):
                 new = copy.deepcopy(obj)
                 new["status"] = pod_status(obj, self._initial_ready(obj),
-                                           sim_store.now_rfc3339(store.clock))
+                                           sim_store.now_rfc3339(store.clock), self.next_pod_ip())
                 store.put_internal(res, new)
                 return
             ref = _controller_ref(obj)
@@ -417,8 +426,9 @@ class Controllers:
                     if pod_ready(pod) == ready and (pod.get("status") or {}).get("phase"):
                         continue
                     new = copy.deepcopy(pod)
-                    new["status"] = pod_status({"status": {}}, ready,
-                                               sim_store.now_rfc3339(store.clock))
+                    # A fresh status (conditions stamped now) on the same pod IP.
+                    new["status"] = pod_status({"status": {}}, ready, sim_store.now_rfc3339(store.clock),
+                                               (pod.get("status") or {}).get("podIP") or self.next_pod_ip())
                     store.put_internal(pods_res, new)
                     changed += 1
             finally:
