@@ -35,17 +35,6 @@ size_t AutoscaleMemory::size() const {
 
 namespace {
 
-bool PodReady(const json& pod) {
-  const json* status = FieldReader(pod).Object("/status");
-  if (status == nullptr) return false;
-  auto conditions = status->find("conditions");
-  if (conditions == status->end() || !conditions->is_array()) return false;
-  for (const json& c : *conditions) {
-    if (StringField(c, "type") == "Ready") return StringField(c, "status") == "True";
-  }
-  return false;
-}
-
 // The deployment's GPU budget left to this pool: the budget less what the other pool holds at its
 // spec.replicas. Unset when the deployment sets no budget or cannot be read (no cap rather than a
 // made-up one; the planner then only answers to min/max).

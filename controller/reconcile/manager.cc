@@ -12,6 +12,7 @@
 #include "controller/reconcile/conditions.h"
 #include "controller/reconcile/kube_store.h"
 #include "controller/reconcile/pool_plan.h"
+#include "controller/reconcile/pool_status.h"
 #include "controller/reconcile/reconciler.h"
 #include "controller/runtime/clock_wait.h"
 #include "controller/runtime/informer.h"
@@ -52,6 +53,22 @@ std::string_view ResultOf(const Status& s) {
     case StatusCode::kDeadlineExceeded: return metrics::kResultRequeue;
     default: return metrics::kResultError;
   }
+}
+
+// The agent container's port named "metrics" (the pod template's), else the default.
+int64_t MetricsPort(const json& pod) {
+  int64_t port = kMetricsPort;
+  const json* spec = FieldReader(pod).Object("/spec");
+  if (spec == nullptr || !spec->contains("containers") || !spec->at("containers").is_array()) return port;
+  for (const json& c : spec->at("containers")) {
+    if (!c.is_object() || !c.contains("ports") || !c.at("ports").is_array()) continue;
+    for (const json& p : c.at("ports")) {
+      if (StringField(p, "name") == "metrics" && p.contains("containerPort") &&
+          p.at("containerPort").is_number_integer())
+        port = p.at("containerPort").get<int64_t>();
+    }
+  }
+  return port;
 }
 
 }  // namespace
@@ -205,30 +222,10 @@ std::vector<autoscale::PodTarget> Manager::AutoscaleTargets() const {
     for (const json& pod : *pods) {
       FieldReader r(pod);
       const std::string ip = r.String("/status/podIP", "");
-      bool ready = false;
-      if (const json* status = r.Object("/status");
-          status != nullptr && status->contains("conditions") && status->at("conditions").is_array()) {
-        for (const json& c : status->at("conditions")) {
-          if (StringField(c, "type") == "Ready") ready = StringField(c, "status") == "True";
-        }
-      }
-      if (ip.empty() || !ready || r.String("/metadata/deletionTimestamp", "") != "") continue;
-      // The agent container's port named "metrics" (the pod template's), else the default.
-      int64_t port = kMetricsPort;
-      if (const json* containers = r.Object("/spec");
-          containers != nullptr && containers->contains("containers")) {
-        for (const json& c : containers->at("containers")) {
-          if (!c.is_object() || !c.contains("ports") || !c.at("ports").is_array()) continue;
-          for (const json& p : c.at("ports")) {
-            if (StringField(p, "name") == "metrics" && p.contains("containerPort") &&
-                p.at("containerPort").is_number_integer())
-              port = p.at("containerPort").get<int64_t>();
-          }
-        }
-      }
+      if (ip.empty() || !PodReady(pod) || r.String("/metadata/deletionTimestamp", "") != "") continue;
       const bool v6 = ip.find(':') != std::string::npos;
       targets.push_back({spec->ns + "/" + spec->name, r.String("/metadata/name", ""),
-                         (v6 ? "[" + ip + "]" : ip) + ":" + std::to_string(port)});
+                         (v6 ? "[" + ip + "]" : ip) + ":" + std::to_string(MetricsPort(pod))});
     }
   }
   return targets;

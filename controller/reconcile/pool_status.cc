@@ -20,6 +20,12 @@ std::string PodUnschedulableMessage(const json& pod) {
   return "";
 }
 
+bool PodReady(const json& pod) {
+  const json* status = FieldReader(pod).Object("/status");
+  const json* ready = status == nullptr ? nullptr : FindCondition(*status, "Ready");
+  return ready != nullptr && StringField(*ready, "status") == "True";
+}
+
 json ComputePoolStatus(const PoolObservation& o, std::string_view now) {
   FieldReader r(*o.pool);
   int64_t generation = r.Int("/metadata/generation", 0);

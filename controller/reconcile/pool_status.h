@@ -27,6 +27,9 @@ struct PoolObservation {
 // "" when it is scheduled or not yet tried.
 std::string PodUnschedulableMessage(const json& pod);
 
+// Whether the pod's Ready condition is True.
+bool PodReady(const json& pod);
+
 // The status to store. `now` (RFC 3339) stamps conditions whose status flips.
 json ComputePoolStatus(const PoolObservation& observed, std::string_view now);
 

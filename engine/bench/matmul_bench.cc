@@ -386,6 +386,12 @@ void BM_Gemm(benchmark::State& state, WeightFormat f, int64_t n, int64_t k) {
                  " gemm-path");
 }
 
+// Batch 1 at 1 and 2 threads, each with the AVX-512 kernels then the AVX2 ones.
+void BatchOneRows(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"batch", "threads", "avx512"})->Unit(benchmark::kMillisecond)->UseRealTime();
+  for (int64_t t : {1, 2}) b->Args({1, t, 1})->Args({1, t, 0});
+}
+
 void RegisterAll() {
   benchmark::RegisterBenchmark("mem/read_bandwidth", BM_ReadBandwidth)
       ->Args({2, 4, 1})
@@ -421,31 +427,16 @@ void RegisterAll() {
   // FP8 through the fp16 decode, for the A/B against whichever decode Fp8Decode::kAuto took above.
   benchmark::RegisterBenchmark("gemv/fp8_half/4096x14336", BM_Gemv, WeightFormat::kFp8Block128, 4096, 14336,
                                Int4Activation::kInt16, true, Fp8Decode::kHalf)
-      ->ArgNames({"batch", "threads", "avx512"})
-      ->Args({1, 1, 1})
-      ->Args({1, 1, 0})
-      ->Args({1, 2, 1})
-      ->Args({1, 2, 0})
-      ->Unit(benchmark::kMillisecond)
-      ->UseRealTime();
+
+      ->Apply(BatchOneRows);
   benchmark::RegisterBenchmark("gemv/int4_act8/4096x14336", BM_Gemv, WeightFormat::kInt4Group32, 4096, 14336,
                                Int4Activation::kInt8, true, Fp8Decode::kAuto)
-      ->ArgNames({"batch", "threads", "avx512"})
-      ->Args({1, 1, 1})
-      ->Args({1, 1, 0})
-      ->Args({1, 2, 1})
-      ->Args({1, 2, 0})
-      ->Unit(benchmark::kMillisecond)
-      ->UseRealTime();
+
+      ->Apply(BatchOneRows);
   benchmark::RegisterBenchmark("gemv/fp8_no_subnormals/4096x14336", BM_Gemv, WeightFormat::kFp8Block128, 4096,
                                14336, Int4Activation::kInt16, false, Fp8Decode::kAuto)
-      ->ArgNames({"batch", "threads", "avx512"})
-      ->Args({1, 1, 1})
-      ->Args({1, 1, 0})
-      ->Args({1, 2, 1})
-      ->Args({1, 2, 0})
-      ->Unit(benchmark::kMillisecond)
-      ->UseRealTime();
+
+      ->Apply(BatchOneRows);
   // Cache-resident batch-1 GEMV: W[1024, 2048] (bf16 4 MiB, fp8 2 MiB, int4 1 MiB).
   for (const auto& fmt : formats) {
     for (int variant = 0; variant < 3; ++variant) {  // 1: no subnormal codes; 2: the fp16 decode

@@ -69,8 +69,8 @@ bool ParseKernelIsa(std::string_view name, KernelIsa* out) {
 
 KernelIsa HostKernelIsa() {
   const CpuFeatures& cpu = HostCpuFeatures();
-  if (cpu.HasAvx512Kernels()) return KernelIsa::kAvx512;
-  return cpu.HasAvx2Kernels() ? KernelIsa::kAvx2 : KernelIsa::kPortable;
+  if (!cpu.HasAvx2Kernels()) return KernelIsa::kPortable;  // the AVX-512 hosts' GEMM path is AVX2
+  return cpu.HasAvx512Kernels() ? KernelIsa::kAvx512 : KernelIsa::kAvx2;
 }
 
 namespace {

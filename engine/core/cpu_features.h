@@ -39,7 +39,7 @@ const char* KernelIsaName(KernelIsa isa);
 // The inverse of KernelIsaName; false (out untouched) for any other text.
 bool ParseKernelIsa(std::string_view name, KernelIsa* out);
 
-// The widest variant this host runs: kAvx512 where HasAvx512Kernels, kAvx2 where HasAvx2Kernels.
+// The widest variant this host runs: kAvx2 where HasAvx2Kernels, kAvx512 where HasAvx512Kernels too.
 KernelIsa HostKernelIsa();
 
 // The ceiling: from the TANDEM_ISA environment variable when first asked (unset or empty: kAvx512,

@@ -18,12 +18,10 @@ enum class Isa { kPortable, kAvx2, kAvx512 };
 
 Isa PickIsa(const MatmulOptions& options) {
 #if defined(TANDEM_HAVE_AVX2_KERNELS)
-  const CpuFeatures& cpu = HostCpuFeatures();
-  const KernelIsa ceiling = KernelIsaCeiling();  // TANDEM_ISA
-  if (options.force_portable || ceiling == KernelIsa::kPortable || !cpu.HasAvx2Kernels())
-    return Isa::kPortable;
+  const KernelIsa active = ActiveKernelIsa();  // the host's widest under TANDEM_ISA
+  if (options.force_portable || active == KernelIsa::kPortable) return Isa::kPortable;
 #if defined(TANDEM_HAVE_AVX512_KERNELS)
-  if (options.allow_avx512 && ceiling == KernelIsa::kAvx512 && cpu.HasAvx512Kernels()) return Isa::kAvx512;
+  if (options.allow_avx512 && active == KernelIsa::kAvx512) return Isa::kAvx512;
 #endif
   return Isa::kAvx2;
 #else
@@ -145,8 +143,7 @@ void QuantizeActivations(const float* x, int64_t m, int64_t cols, Int4Activation
   }
 #endif
 #if defined(TANDEM_HAVE_AVX2_KERNELS)
-  if (order == ActivationOrder::kNatural && HostCpuFeatures().HasAvx2Kernels() &&
-      KernelIsaCeiling() != KernelIsa::kPortable) {
+  if (order == ActivationOrder::kNatural && ActiveKernelIsa() != KernelIsa::kPortable) {
     for (int64_t i = 0; i < m; ++i) {
       void* q = kind == Int4Activation::kInt16 ? static_cast<void*>(out->q16.data() + i * out->row_elements)
                                                : static_cast<void*>(out->q8.data() + i * out->row_elements);
