@@ -1,5 +1,6 @@
 #include "agent/agent.h"
 
+#include <algorithm>
 #include <chrono>
 #include <vector>
 
@@ -77,6 +78,30 @@ struct Agent::Impl {
   Status probe_error = Status::Unavailable("the first readiness probe has not finished");  // guarded by mu
   std::thread stats_thread, probe_thread;
   bool shut_down = false;
+  bool draining = false;               // guarded by mu
+  Clock::time_point drain_deadline{};  // guarded by mu: the drain's start + shutdown_grace_ms
+
+  // Stops admitting (new requests get 503 / UNAVAILABLE, readiness and GetStatus turn false) and
+  // starts a grace period of grace_ms; later calls keep the first deadline. Returns it.
+  Clock::time_point BeginDrain(int64_t grace_ms) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (!draining) {
+      draining = true;
+      drain_deadline = Clock::now() + std::chrono::milliseconds(std::max<int64_t>(grace_ms, 0));
+      admitting = false;
+      if (prefill) prefill->StopAdmitting();
+      if (decode) decode->StopAdmitting();
+      TANDEM_LOG(Info) << "draining: " << InFlight() << " requests in flight, grace " << grace_ms << " ms";
+    }
+    return drain_deadline;
+  }
+
+  // Waits until nothing is in flight or `deadline`; the requests still in flight.
+  int64_t WaitIdle(Clock::time_point deadline) const {
+    while (InFlight() > 0 && Clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    return InFlight();
+  }
 
   int64_t InFlight() const {
     int64_t n = 0;
@@ -174,6 +199,17 @@ struct Agent::Impl {
     } else if (req.path == "/readyz") {
       Status st = Ready();
       w.Send(st.ok() ? 200 : 503, "text/plain", st.ok() ? "ok\n" : st.message() + "\n");
+    } else if (req.path == "/drain") {
+      // The pod's preStop hook (an httpGet: GET is all it sends). It answers when the agent is
+      // idle or the grace period is over; the SIGTERM that follows then stops at once.
+      if (req.method == "HEAD") {
+        w.Send(405, "text/plain", "GET /drain drains the agent\n", {{"Allow", "GET"}});
+        return;
+      }
+      const int64_t left = WaitIdle(BeginDrain(static_cast<int64_t>(config.shutdown_grace_ms)));
+      w.Send(200, "text/plain",
+             left == 0 ? std::string("drained\n")
+                       : "grace period over with " + std::to_string(left) + " requests in flight\n");
     } else {
       w.Send(404, "text/plain", "not found\n");
     }
@@ -296,19 +332,16 @@ uint16_t Agent::grpc_port() const { return static_cast<uint16_t>(impl_->grpc_por
 uint16_t Agent::metrics_port() const { return impl_->ops->port(); }
 Status Agent::Ready() const { return impl_->Ready(); }
 
+void Agent::BeginDrain() { (void)impl_->BeginDrain(static_cast<int64_t>(impl_->config.shutdown_grace_ms)); }
+
 void Agent::Shutdown(int64_t grace_ms) {
   Impl& a = *impl_;
   if (a.shut_down) return;
   a.shut_down = true;
-  a.admitting = false;
-  if (a.prefill) a.prefill->StopAdmitting();
-  if (a.decode) a.decode->StopAdmitting();
-  const auto give_up = Clock::now() + std::chrono::milliseconds(grace_ms);
-  while (a.InFlight() > 0 && Clock::now() < give_up)
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  if (a.InFlight() > 0)
-    TANDEM_LOG(Warning) << a.InFlight()
-                        << " requests still in flight at the end of the grace period: failing them";
+  // A drain already begun (GET /drain) keeps its deadline: the grace period counts once.
+  if (const int64_t left = a.WaitIdle(a.BeginDrain(grace_ms)); left > 0) {
+    TANDEM_LOG(Warning) << left << " requests still in flight at the end of the grace period: failing them";
+  }
   // The engine first: every live request gets its abort, so handlers blocked on it return.
   if (a.host) a.host->Stop();
   if (a.http) a.http->Stop();

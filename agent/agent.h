@@ -38,8 +38,12 @@ class Agent {
   // OK when ready; otherwise why not.
   Status Ready() const;
 
-  // Drain: stop admitting (new requests get 503 / UNAVAILABLE), wait up to grace_ms for in-flight
-  // requests to finish, then fail the rest and stop every server and thread. Idempotent.
+  // Starts a drain and returns: admission stops (new requests get 503 / UNAVAILABLE), readiness
+  // and GetStatus turn false, and the grace period (shutdownGraceMs) starts. What GET /drain on
+  // the metrics port does before it waits.
+  void BeginDrain();
+  // Drain: stop admitting, wait up to grace_ms (or what is left of a drain already begun) for
+  // in-flight requests to finish, then fail the rest and stop every server and thread. Idempotent.
   void Shutdown(int64_t grace_ms);
 
   struct Impl;

@@ -183,12 +183,15 @@ Status ParseAuth(const YAML::Node& n, AgentConfig* c) {
 }
 
 Status ParseRouter(const YAML::Node& n, AgentConfig* c) {
-  RETURN_IF_ERROR(
-      CheckKeys(n, "router", {"prefill", "decode", "prefillService", "decodeService", "refreshMs"}));
+  RETURN_IF_ERROR(CheckKeys(n, "router",
+                            {"prefill", "decode", "prefillService", "decodeService", "prefillMembersFile",
+                             "decodeMembersFile", "refreshMs"}));
   RETURN_IF_ERROR(ReadStringList(n, "router", "prefill", &c->prefill_endpoints));
   RETURN_IF_ERROR(ReadStringList(n, "router", "decode", &c->decode_endpoints));
   RETURN_IF_ERROR(ReadString(n, "router", "prefillService", &c->prefill_service));
   RETURN_IF_ERROR(ReadString(n, "router", "decodeService", &c->decode_service));
+  RETURN_IF_ERROR(ReadString(n, "router", "prefillMembersFile", &c->prefill_members_file));
+  RETURN_IF_ERROR(ReadString(n, "router", "decodeMembersFile", &c->decode_members_file));
   return ReadUint(n, "router", "refreshMs", 10, 600'000, &c->refresh_ms);
 }
 
@@ -251,13 +254,15 @@ Status ValidateAgentConfig(const AgentConfig& c) {
     return Status::InvalidArgument("deployment and pool must not be empty (they label every metric)");
   }
   if (c.role == Role::kRouter) {
-    if (c.prefill_endpoints.empty() && c.prefill_service.empty()) {
+    if (c.prefill_endpoints.empty() && c.prefill_service.empty() && c.prefill_members_file.empty()) {
       return Status::InvalidArgument(
-          "router.prefill: a router needs prefill members (a list or router.prefillService)");
+          "router.prefill: a router needs prefill members (a list, router.prefillService or "
+          "router.prefillMembersFile)");
     }
-    if (c.decode_endpoints.empty() && c.decode_service.empty()) {
+    if (c.decode_endpoints.empty() && c.decode_service.empty() && c.decode_members_file.empty()) {
       return Status::InvalidArgument(
-          "router.decode: a router needs decode members (a list or router.decodeService)");
+          "router.decode: a router needs decode members (a list, router.decodeService or "
+          "router.decodeMembersFile)");
     }
   }
   return Status::Ok();

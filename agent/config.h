@@ -72,15 +72,21 @@ struct AgentConfig {
   std::vector<ApiKey> api_keys;
   std::string api_key_file;
 
-  // router: pool members as host:port (static lists), or a headless Service's DNS name with the
-  // gRPC port (re-resolved every refresh_ms).
+  // router: pool members as host:port (static lists), a headless Service's DNS name with the
+  // gRPC port (re-resolved every refresh_ms), or a file of host:port lines (re-read every
+  // refresh_ms: what a deployment without DNS discovery, or a test, scales a pool by). The
+  // members are the union of the three.
   std::vector<std::string> prefill_endpoints;
   std::vector<std::string> decode_endpoints;
   std::string prefill_service;
   std::string decode_service;
+  std::string prefill_members_file;
+  std::string decode_members_file;
   uint64_t refresh_ms = 500;
 
-  // SIGTERM: stop admitting, let in-flight requests finish for this long, then fail the rest.
+  // Drain (SIGTERM, or GET /drain on the metrics port: the pod's preStop hook): stop admitting,
+  // turn not-ready, let in-flight requests finish for this long from the drain's start, then fail
+  // the rest (the router retries those that had produced no token on another member).
   uint64_t shutdown_grace_ms = 30'000;
 
   // Test-only fault injection (PrefillRequest.fault); set only by --enable-fault-injection.

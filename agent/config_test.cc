@@ -55,6 +55,18 @@ TEST(AgentConfigTest, RouterNeedsNoModel) {
   EXPECT_EQ(c->role, Role::kRouter);
 }
 
+TEST(AgentConfigTest, RouterMembersFiles) {
+  StatusOr<AgentConfig> c = ParseAgentConfig(
+      "role: router\nrouter: {prefillMembersFile: /run/p, decodeMembersFile: /run/d, refreshMs: 250}\n");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->prefill_members_file, "/run/p");
+  EXPECT_EQ(c->decode_members_file, "/run/d");
+  EXPECT_EQ(c->refresh_ms, 250u);
+  StatusOr<AgentConfig> none = ParseAgentConfig("role: router\nrouter: {prefillMembersFile: /run/p}\n");
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.status().message().find("router.decode"), std::string::npos) << none.status().ToString();
+}
+
 // Each bad input gives InvalidArgument naming the key, never a crash or an exception.
 TEST(AgentConfigTest, BadInputsNameTheKey) {
   struct Case {

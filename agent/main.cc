@@ -1,8 +1,10 @@
 // tandem-agent: the per-node process (roles router, prefill, decode, standalone; docs/agent.md).
 //
 //   tandem-agent [--config FILE] [--role ROLE] [flags...] [--check-config]
-// Flags override the file (the controller passes --config and --role). SIGTERM or SIGINT drains:
-// admission stops, in-flight requests get shutdownGraceMs to finish, the rest fail, exit 0.
+// Flags override the file (the controller passes --config and --role). SIGTERM or SIGINT drains
+// (as GET /drain on the metrics port does, the pod's preStop hook): admission stops, readiness
+// turns false, in-flight requests get shutdownGraceMs from the drain's start to finish, the rest
+// fail, exit 0.
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -39,6 +41,8 @@ void Usage(FILE* out) {
       "  --weights bf16|fp8|int4  --kv-cache bf16|fp8_e4m3  --kv-cache-bytes N\n"
       "  --threads N              forward-pass threads\n"
       "  --prefill HOST:PORT --decode HOST:PORT   router: pool members (repeatable)\n"
+      "  --prefill-members-file F --decode-members-file F   router: host:port lines, re-read\n"
+      "  --refresh-ms N           router: member poll period (default 500)\n"
       "  --api-key KEY:TENANT     accept this API key (repeatable)\n"
       "  --deployment NAME --pool NAME            metric labels\n"
       "  --transfer-timeout-ms N  --shutdown-grace-ms N\n"
@@ -99,6 +103,13 @@ Status ApplyFlag(const std::string& flag, const char* value, AgentConfig* c) {
     c->prefill_endpoints.push_back(value);
   } else if (flag == "--decode") {
     c->decode_endpoints.push_back(value);
+  } else if (flag == "--prefill-members-file") {
+    c->prefill_members_file = value;
+  } else if (flag == "--decode-members-file") {
+    c->decode_members_file = value;
+  } else if (flag == "--refresh-ms") {
+    RETURN_IF_ERROR(need_u64(10, 600'000));
+    c->refresh_ms = n;
   } else if (flag == "--api-key") {
     const char* colon = std::strchr(value, ':');
     if (colon == nullptr || colon == value || colon[1] == '\0') {

@@ -1,8 +1,10 @@
 #include "agent/router.h"
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <deque>
+#include <fstream>
 #include <set>
 
 #include <arpa/inet.h>
@@ -22,6 +24,10 @@ namespace {
 
 constexpr int64_t kStatusTimeoutMs = 1'000;
 constexpr int64_t kGenerateTimeoutMs = 3'600'000;
+// Pairs tried per request: two members of a pool draining at once (a scale-down by two) still
+// leave the third attempt a ready one.
+constexpr int kMaxAttempts = 3;
+constexpr size_t kMaxMembersFileBytes = 1 << 20;
 
 // Load of a member as the router sees it: its own queue plus what this router sent it since.
 int64_t Load(const MemberStatus& m) { return static_cast<int64_t>(m.running + m.waiting) + m.routed; }
@@ -210,6 +216,50 @@ StatusOr<std::vector<std::string>> ResolveService(const std::string& service) {
   return std::vector<std::string>(endpoints.begin(), endpoints.end());
 }
 
+StatusOr<std::vector<std::string>> ParseMembersText(std::string_view text) {
+  std::vector<std::string> members;
+  size_t line_start = 0;
+  for (int number = 1; line_start < text.size(); ++number) {
+    size_t end = text.find('\n', line_start);
+    if (end == std::string_view::npos) end = text.size();
+    std::string_view line = text.substr(line_start, end - line_start);
+    line_start = end + 1;
+    if (const size_t hash = line.find('#'); hash != std::string_view::npos) line = line.substr(0, hash);
+    while (!line.empty() && std::isspace(static_cast<unsigned char>(line.front()))) line.remove_prefix(1);
+    while (!line.empty() && std::isspace(static_cast<unsigned char>(line.back()))) line.remove_suffix(1);
+    if (line.empty()) continue;
+    const size_t colon = line.rfind(':');
+    bool port_ok = colon != std::string_view::npos && colon > 0 && colon + 1 < line.size() &&
+                   line.size() - colon - 1 <= 5;
+    for (size_t i = colon + 1; port_ok && i < line.size(); ++i) {
+      port_ok = std::isdigit(static_cast<unsigned char>(line[i])) != 0;
+    }
+    const bool spaces = line.find_first_of(" \t\r") != std::string_view::npos;
+    if (!port_ok || spaces || std::stoul(std::string(line.substr(colon + 1))) > 65535) {
+      return Status::InvalidArgument("line " + std::to_string(number) + ": expected HOST:PORT, got '" +
+                                     std::string(line.substr(0, 80)) + "'");
+    }
+    members.emplace_back(line);
+  }
+  return members;
+}
+
+StatusOr<std::vector<std::string>> ReadMembersFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Status::NotFound("members file " + path + ": cannot open");
+  std::string text(kMaxMembersFileBytes + 1, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  text.resize(static_cast<size_t>(in.gcount()));
+  if (text.size() > kMaxMembersFileBytes) {
+    return Status::InvalidArgument("members file " + path + ": larger than " +
+                                   std::to_string(kMaxMembersFileBytes) + " bytes");
+  }
+  StatusOr<std::vector<std::string>> members = ParseMembersText(text);
+  if (!members.ok())
+    return Status::InvalidArgument("members file " + path + ": " + members.status().message());
+  return members;
+}
+
 Router::Router(const AgentConfig& config, metrics::AgentMetrics* metrics)
     : config_(config), metrics_(metrics) {}
 
@@ -246,7 +296,7 @@ void Router::RefreshNow() { Refresh(); }
 
 void Router::Refresh() {
   auto poll = [this](const std::vector<std::string>& statics, const std::string& service,
-                     const std::vector<MemberStatus>& previous) {
+                     const std::string& members_file, const std::vector<MemberStatus>& previous) {
     std::vector<std::string> endpoints = statics;
     if (!service.empty()) {
       StatusOr<std::vector<std::string>> resolved = ResolveService(service);
@@ -256,6 +306,21 @@ void Router::Refresh() {
         TANDEM_LOG(Warning) << resolved.status().ToString();
       }
     }
+    if (!members_file.empty()) {
+      StatusOr<std::vector<std::string>> listed = ReadMembersFile(members_file);
+      std::lock_guard<std::mutex> lock(mu_);
+      std::vector<std::string>& last_good = file_members_[members_file];
+      if (listed.ok()) {
+        last_good = std::move(*listed);
+      } else {
+        // A file caught half-written (or removed for a moment) keeps its last members.
+        TANDEM_LOG(Warning) << listed.status().ToString() << "; keeping its last " << last_good.size()
+                            << " members";
+      }
+      endpoints.insert(endpoints.end(), last_good.begin(), last_good.end());
+    }
+    std::sort(endpoints.begin(), endpoints.end());
+    endpoints.erase(std::unique(endpoints.begin(), endpoints.end()), endpoints.end());
     std::vector<MemberStatus> out;
     for (const std::string& endpoint : endpoints) {
       MemberStatus m;
@@ -286,8 +351,8 @@ void Router::Refresh() {
     prefill = prefill_;
     decode = decode_;
   }
-  prefill = poll(config_.prefill_endpoints, config_.prefill_service, prefill);
-  decode = poll(config_.decode_endpoints, config_.decode_service, decode);
+  prefill = poll(config_.prefill_endpoints, config_.prefill_service, config_.prefill_members_file, prefill);
+  decode = poll(config_.decode_endpoints, config_.decode_service, config_.decode_members_file, decode);
   std::lock_guard<std::mutex> lock(mu_);
   // Keep the in-flight counts that moved while polling.
   for (MemberStatus& m : prefill) {
@@ -337,7 +402,7 @@ void Router::AddRouted(const std::string& prefill, const std::string& decode, in
 StatusOr<std::unique_ptr<GenerationStream>> Router::Start(const GenerateCall& call) {
   std::unordered_set<std::string> failed_prefill, failed_decode;
   Status last = Status::Unavailable("no ready pool members");
-  for (int attempt = 0; attempt < 2; ++attempt) {
+  for (int attempt = 0; attempt < kMaxAttempts; ++attempt) {
     std::string prefill, decode;
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -349,25 +414,40 @@ StatusOr<std::unique_ptr<GenerationStream>> Router::Start(const GenerateCall& ca
       if (p < 0) p = PickPrefill(prefill_, blocks, {});
       if (d < 0) d = PickDecode(decode_, {});
       if (p < 0 || d < 0) {
+        if (attempt > 0) return last;
         return Status::Unavailable(p < 0 ? "no ready prefill member" : "no ready decode member");
       }
       prefill = prefill_[p].endpoint;
       decode = decode_[d].endpoint;
     }
-    StatusOr<std::unique_ptr<GenerationStream>> stream = StartOnPair(call, prefill, decode);
+    PairSide failed = PairSide::kNeither;
+    StatusOr<std::unique_ptr<GenerationStream>> stream = StartOnPair(call, prefill, decode, &failed);
     if (stream.ok() || !Retryable(stream.status()) || !call.fault.empty()) return stream;
     last = stream.status();
     TANDEM_LOG(Warning) << "request " << call.request_id << " failed on (" << prefill << ", " << decode
                         << "), attempt " << attempt + 1 << ": " << last.ToString();
+    // A member that refused (draining, or gone) takes no more work until a poll says it is ready.
+    if (last.code() == StatusCode::kUnavailable && failed != PairSide::kNeither) {
+      MarkUnready(failed == PairSide::kPrefill ? prefill : decode);
+    }
     failed_prefill.insert(prefill);
     failed_decode.insert(decode);
   }
   return last;
 }
 
+void Router::MarkUnready(const std::string& endpoint) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (std::vector<MemberStatus>* pool : {&prefill_, &decode_}) {
+    for (MemberStatus& m : *pool) {
+      if (m.endpoint == endpoint) m.healthy = false;
+    }
+  }
+}
+
 StatusOr<std::unique_ptr<GenerationStream>> Router::StartOnPair(const GenerateCall& call,
                                                                 const std::string& prefill,
-                                                                const std::string& decode) {
+                                                                const std::string& decode, PairSide* failed) {
   AddRouted(prefill, decode, 1);
   in_flight_.fetch_add(1);
   auto release = [this, prefill, decode] {
@@ -389,6 +469,7 @@ StatusOr<std::unique_ptr<GenerationStream>> Router::StartOnPair(const GenerateCa
     if (got) ctx->TryCancel();  // a stream that did not start with a reservation: end it
     grpc::Status st = reader->Finish();
     release();
+    *failed = PairSide::kDecode;
     return st.ok() ? Status::Internal("decode member " + decode + " sent no reservation")
                    : FromGrpc(st, "decode member " + decode);
   }
@@ -438,6 +519,7 @@ StatusOr<std::unique_ptr<GenerationStream>> Router::StartOnPair(const GenerateCa
     ctx->TryCancel();
     (void)reader->Finish();
     release();
+    *failed = PairSide::kPrefill;
     return FromGrpc(pst, "prefill member " + prefill);
   }
   StatusOr<StreamEvent> first = FromProto(presp.first());

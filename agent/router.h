@@ -1,13 +1,16 @@
 #pragma once
 // The router role's GenerationBackend: per request, one (prefill, decode) pair of pool members.
 //
-// Members come from static lists (tandem local) or headless Services' DNS names (in a cluster:
-// every A record is a pod), re-read every refresh_ms, when each member's GetStatus is also polled
+// Members come from static lists (tandem local), headless Services' DNS names (in a cluster:
+// every A record is a pod) or members files (host:port lines), re-read every refresh_ms, when
+// each member's GetStatus is also polled
 // (load, KV occupancy, and for prefill members the prompt blocks they hold). The prefill member
 // is the one holding the longest leading run of the prompt's blocks (prefix-cache affinity from
 // the members' own reports), load breaking ties; the decode member is the least loaded by KV
-// occupancy and queue depth. A pair that fails before any token was produced is retried once on
-// another pair.
+// occupancy and queue depth. A pair that fails before any token was produced is retried on
+// another pair, up to three pairs; a member that refuses with UNAVAILABLE (draining: its pod is
+// leaving) is taken out of the choice until a poll says it is ready again, so a scale-down costs
+// no request (docs/autoscaling.md, "Drain").
 //
 // Request flow (docs/agent.md): decode Generate (reservation) -> prefill Prefill (prefill, convert,
 // push, commit) -> the first token from the prefill answer, then the decode member's stream.
@@ -15,9 +18,11 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <unordered_set>
 #include <vector>
@@ -68,23 +73,32 @@ class Router : public GenerationBackend {
   explicit Router(const AgentConfig& config, metrics::AgentMetrics* metrics);
   void PollLoop();
   void Refresh();
+  enum class PairSide { kNeither, kPrefill, kDecode };  // which member a failed pair failed on
   StatusOr<std::unique_ptr<GenerationStream>> StartOnPair(const GenerateCall& call,
                                                           const std::string& prefill,
-                                                          const std::string& decode);
+                                                          const std::string& decode, PairSide* failed);
   void AddRouted(const std::string& prefill, const std::string& decode, int64_t delta);
+  void MarkUnready(const std::string& endpoint);
 
   AgentConfig config_;
   metrics::AgentMetrics* metrics_;
   ChannelCache channels_;
   mutable std::mutex mu_;
-  std::vector<MemberStatus> prefill_;  // guarded by mu_
-  std::vector<MemberStatus> decode_;   // guarded by mu_
+  std::vector<MemberStatus> prefill_;                             // guarded by mu_
+  std::vector<MemberStatus> decode_;                              // guarded by mu_
+  std::map<std::string, std::vector<std::string>> file_members_;  // last good read per file; mu_
   std::atomic<int64_t> in_flight_{0};
   std::mutex poll_mu_;
   std::condition_variable poll_cv_;
   bool stopping_ = false;  // guarded by poll_mu_
   std::thread poller_;
 };
+
+// A members file's text: one HOST:PORT per line; blank lines and '#' comments skipped. The
+// first bad line is an error (the router then keeps the file's members out of that poll).
+StatusOr<std::vector<std::string>> ParseMembersText(std::string_view text);
+// ParseMembersText of a file of at most 1 MiB. NotFound when it cannot be opened.
+StatusOr<std::vector<std::string>> ReadMembersFile(const std::string& path);
 
 // host:port endpoints of `service` ("name:port"): every address its DNS name resolves to.
 StatusOr<std::vector<std::string>> ResolveService(const std::string& service);

@@ -1,5 +1,8 @@
 #include "agent/router.h"
 
+#include <cstdio>
+#include <fstream>
+
 #include <gtest/gtest.h>
 
 #include "agent/prefix_blocks.h"
@@ -154,6 +157,46 @@ TEST(WireTest, TokenEventsAreCheckedFromTheNetwork) {
   StatusOr<StreamEvent> ok = FromProto(e);
   ASSERT_TRUE(ok.ok());
   EXPECT_EQ(ok->finish, engine::runtime::FinishReason::kLength);
+}
+
+TEST(MembersFileTest, HostPortLinesWithCommentsAndBlanks) {
+  auto m = ParseMembersText("# decode pool\n127.0.0.1:50051\n\n  10.0.0.7:50051  # second\n[::1]:7000\n");
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_EQ(*m, (std::vector<std::string>{"127.0.0.1:50051", "10.0.0.7:50051", "[::1]:7000"}));
+  auto empty = ParseMembersText("");  // a pool scaled to zero
+  ASSERT_TRUE(empty.ok());
+  EXPECT_TRUE(empty->empty());
+}
+
+TEST(MembersFileTest, BadLinesAreErrorsThatNameTheLine) {
+  for (const char* bad : {"127.0.0.1\n", "a:b:c:\n", "host:99999\n", "host:12x\n", "two words:80\n", ":80\n",
+                          "ok:1\nhost:123456\n"}) {
+    auto m = ParseMembersText(bad);
+    EXPECT_FALSE(m.ok()) << bad;
+    EXPECT_NE(m.status().message().find("line "), std::string::npos) << m.status().ToString();
+  }
+  auto second = ParseMembersText("ok:1\nnope\n");
+  ASSERT_FALSE(second.ok());
+  EXPECT_NE(second.status().message().find("line 2"), std::string::npos) << second.status().ToString();
+}
+
+TEST(MembersFileTest, MissingAndOversizedFiles) {
+  EXPECT_EQ(ReadMembersFile("/nonexistent/tandem-members").status().code(), StatusCode::kNotFound);
+  const std::string path = ::testing::TempDir() + "/tandem_members_big";
+  {
+    std::ofstream out(path);
+    for (int i = 0; i < 80'000; ++i) out << "10.0.0.1:50051\n";  // 1.2 MB
+  }
+  auto big = ReadMembersFile(path);
+  EXPECT_EQ(big.status().code(), StatusCode::kInvalidArgument) << big.status().ToString();
+  {
+    std::ofstream out(path);
+    out << "10.0.0.1:50051\n10.0.0.2:50051\n";
+  }
+  auto ok = ReadMembersFile(path);
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  EXPECT_EQ(ok->size(), 2u);
+  std::remove(path.c_str());
 }
 
 }  // namespace

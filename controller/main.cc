@@ -37,7 +37,18 @@ void Usage() {
       "         [--leader-election-namespace NS] [--leader-election-id ID] [--leader-election-identity ID]\n"
       "         [--lease-duration 15] [--renew-deadline 10] [--retry-period 2]\n"
       "         [--workers 2] [--qps 20] [--burst 30] [--resync-period 36000] [--agent-image IMAGE]\n"
-      "         [--autoscale-interval 15] [--scrape-timeout-ms 1000]\n");
+      "         [--autoscale-interval 15] [--scrape-timeout-ms 1000]\n"
+      "         [--prometheus-url URL] [--prometheus-selector TEMPLATE]\n"
+      "         [--prometheus-latency-selector TEMPLATE] [--prometheus-rate-window 2m]\n"
+      "\n"
+      "The built-in autoscaler reads its signals from each pool member's /metrics, or, with\n"
+      "--prometheus-url, from that Prometheus server's query API. The selector templates are the label\n"
+      "matchers of a pool's series, with {namespace}, {deployment} and {pool} replaced; defaults:\n"
+      "  --prometheus-selector          "
+      "'namespace=\"{namespace}\",deployment=\"{deployment}\",pool=\"{pool}\"'\n"
+      "  --prometheus-latency-selector  "
+      "'namespace=\"{namespace}\",deployment=\"{deployment}\",pool=\"router\"'\n"
+      "(docs/autoscaling.md, \"Prometheus as the signal source\").\n");
 }
 
 std::string DefaultIdentity() {
@@ -118,6 +129,10 @@ int Run(const controller::ControllerOptions& o) {
   manager_options.resync_period = std::chrono::seconds(o.resync_period_s);
   manager_options.autoscale_interval = std::chrono::seconds(o.autoscale_interval_s);
   manager_options.scrape_timeout = std::chrono::milliseconds(o.scrape_timeout_ms);
+  manager_options.prometheus_url = o.prometheus_url;
+  manager_options.prometheus_selector = o.prometheus_selector;
+  manager_options.prometheus_latency_selector = o.prometheus_latency_selector;
+  manager_options.prometheus_rate_window = o.prometheus_rate_window;
   manager_options.informer_client = informer_client->get();
   controller::reconcile::Manager manager(client->get(), &metrics, manager_options);
   auto servers = StartServers(o, &metrics, &manager);

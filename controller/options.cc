@@ -91,11 +91,33 @@ Status Apply(const std::string& name, const std::string& value, ControllerOption
     return ParseNonNegativeSeconds(name, value, &o->autoscale_interval_s);
   else if (name == "scrape-timeout-ms")
     return ParseCount(name, value, &o->scrape_timeout_ms);
+  else if (name == "prometheus-url")
+    o->prometheus_url = value;
+  else if (name == "prometheus-selector")
+    o->prometheus_selector = value;
+  else if (name == "prometheus-latency-selector")
+    o->prometheus_latency_selector = value;
+  else if (name == "prometheus-rate-window")
+    o->prometheus_rate_window = value;
   else if (name == "agent-image")
     o->agent_image = value;
   else
     return Status::InvalidArgument("unknown flag --" + name);
   return Status::Ok();
+}
+
+// Checked whether or not --prometheus-url is set, so that a typo is found at startup.
+Status ValidatePrometheusOptions(const ControllerOptions& o) {
+  if (!o.prometheus_url.empty()) {
+    RETURN_IF_ERROR(autoscale::ParsePromServerUrl(o.prometheus_url).status().WithContext("--prometheus-url"));
+  }
+  RETURN_IF_ERROR(
+      autoscale::CheckSelectorTemplate(o.prometheus_selector).WithContext("--prometheus-selector"));
+  RETURN_IF_ERROR(autoscale::CheckSelectorTemplate(o.prometheus_latency_selector)
+                      .WithContext("--prometheus-latency-selector"));
+  return autoscale::ParsePromDurationMs(o.prometheus_rate_window)
+      .status()
+      .WithContext("--prometheus-rate-window");
 }
 
 }  // namespace
@@ -111,7 +133,7 @@ Status ValidateControllerOptions(const ControllerOptions& o) {
     return Status::InvalidArgument(
         "--leader-elect needs --leader-election-namespace and --leader-election-id");
   }
-  return Status::Ok();
+  return ValidatePrometheusOptions(o);
 }
 
 StatusOr<ControllerOptions> ParseControllerFlags(const std::vector<std::string>& args) {

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "controller/autoscale/prom_api.h"
 
 namespace tandem::controller {
 
@@ -32,6 +33,15 @@ struct ControllerOptions {
   // and those pools re-planned (0: off; they hold), and each scrape's bound (connect included).
   int autoscale_interval_s = 15;
   int scrape_timeout_ms = 1000;
+  // Set: the built-in autoscaler's signals come from this Prometheus server's query API instead of
+  // the pods (docs/autoscaling.md, "Prometheus as the signal source"); each query is bounded by
+  // scrape_timeout_ms and runs every autoscale_interval_s.
+  std::string prometheus_url;
+  // The label matchers that find a pool's series, with {namespace}, {deployment}, {pool}
+  // placeholders: the gauges', and the latency histograms' (observed at the router).
+  std::string prometheus_selector = std::string(autoscale::kDefaultPromSelector);
+  std::string prometheus_latency_selector = std::string(autoscale::kDefaultPromLatencySelector);
+  std::string prometheus_rate_window = "2m";  // the p95s' rate() range, a Prometheus duration
   std::string agent_image = "ghcr.io/tandem-dev/tandem-agent:latest";  // when spec.image is unset
 };
 

@@ -54,6 +54,49 @@ TEST(ControllerOptionsTest, ReconcilerFlags) {
   EXPECT_FALSE(ParseControllerFlags({"--agent-image="}).ok());
 }
 
+TEST(ControllerOptionsTest, PrometheusSignalSourceFlags) {
+  StatusOr<ControllerOptions> o = ParseControllerFlags({});
+  ASSERT_TRUE(o.ok());
+  EXPECT_EQ(o->prometheus_url, "");  // the pod scraper
+  EXPECT_EQ(o->prometheus_selector, R"(namespace="{namespace}",deployment="{deployment}",pool="{pool}")");
+  EXPECT_EQ(o->prometheus_latency_selector,
+            R"(namespace="{namespace}",deployment="{deployment}",pool="router")");
+  EXPECT_EQ(o->prometheus_rate_window, "2m");
+
+  o = ParseControllerFlags({"--prometheus-url", "http://prometheus.monitoring:9090/",
+                            R"(--prometheus-selector=kubernetes_namespace="{namespace}",app="{deployment}")",
+                            R"(--prometheus-latency-selector=app="{deployment}-router")",
+                            "--prometheus-rate-window=1m30s"});
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  EXPECT_EQ(o->prometheus_url, "http://prometheus.monitoring:9090/");
+  EXPECT_EQ(o->prometheus_selector, R"(kubernetes_namespace="{namespace}",app="{deployment}")");
+  EXPECT_EQ(o->prometheus_latency_selector, R"(app="{deployment}-router")");
+  EXPECT_EQ(o->prometheus_rate_window, "1m30s");
+
+  struct Case {
+    std::vector<std::string> args;
+    const char* expect;
+  };
+  const Case cases[] = {
+      {{"--prometheus-url=prometheus:9090"}, "--prometheus-url: Prometheus URL"},
+      {{"--prometheus-url=http://u:p@h:9090"}, "--prometheus-url"},
+      {{"--prometheus-url=http://h/q?x=1"}, "--prometheus-url"},
+      {{"--prometheus-selector="}, "--prometheus-selector: the selector template is empty"},
+      {{R"(--prometheus-selector=namespace="{ns}")"}, "--prometheus-selector: selector template, byte 11"},
+      {{R"(--prometheus-latency-selector=a="b"})"}, "--prometheus-latency-selector"},
+      {{"--prometheus-rate-window=2"}, "--prometheus-rate-window: duration '2'"},
+      {{"--prometheus-rate-window=0s"}, "--prometheus-rate-window"},
+      {{"--prometheus-rate-window=1.5m"}, "--prometheus-rate-window"},
+      {{"--prometheus-url"}, "--prometheus-url: missing value"},
+  };
+  for (const Case& c : cases) {
+    StatusOr<ControllerOptions> bad = ParseControllerFlags(c.args);
+    ASSERT_FALSE(bad.ok()) << c.args[0];
+    EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(bad.status().message().find(c.expect), std::string::npos) << bad.status().message();
+  }
+}
+
 TEST(ControllerOptionsTest, Errors) {
   struct Case {
     std::vector<std::string> args;

@@ -211,6 +211,10 @@ def pool_fields():
         "nodeSelector": {"type": "object", "additionalProperties": {"type": "string"},
                          "description": "Node labels the pool's pods must match."},
         "autoscaling": autoscaling(),
+        "terminationGracePeriodSeconds": int32(
+            "Seconds a leaving pod has to drain: its preStop hook (GET /drain) stops new work and "
+            "turns it not-ready, in-flight requests finish within this less 5 s (the agent's "
+            "shutdownGraceMs), then SIGTERM stops it.", minimum=6, maximum=3600, default=60),
     }
 
 

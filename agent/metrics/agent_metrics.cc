@@ -116,6 +116,9 @@ struct AgentMetrics::Impl {
       MakeGauge(r, constant, "tandem_requests_running",
                 "Requests being served now (scheduled by the engine, or in flight at the router).");
   Gauge& waiting = MakeGauge(r, constant, "tandem_requests_waiting", "Requests queued, not yet running.");
+  Gauge& prefill_tokens_waiting =
+      MakeGauge(r, constant, "tandem_prefill_tokens_waiting",
+                "Prompt tokens queued or admitted whose KV is not computed yet (the prefill backlog).");
 
   Counter& pages_checked =
       MakeCounter(r, constant, "tandem_kv_integrity_pages_checked_total",
@@ -179,6 +182,7 @@ void AgentMetrics::UpdateFromEngine(const EngineStats& stats) {
                                                         static_cast<double>(stats.kv_capacity_tokens));
   m.running.Set(static_cast<double>(stats.running));
   m.waiting.Set(static_cast<double>(stats.waiting));
+  m.prefill_tokens_waiting.Set(static_cast<double>(stats.prefill_tokens_waiting));
 
   std::lock_guard<std::mutex> lock(m.mu);
   EngineStats& p = m.prev;

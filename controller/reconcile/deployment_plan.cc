@@ -37,6 +37,7 @@ DesiredObject Pool(const DeploymentSpec& s, const json& mdep, const PoolSpec& p)
   if (!p.resources.empty()) pool_spec["resources"] = p.resources;
   if (!p.node_selector.empty()) pool_spec["nodeSelector"] = p.node_selector;
   if (!p.autoscaling.is_null()) pool_spec["autoscaling"] = p.autoscaling;
+  pool_spec["terminationGracePeriodSeconds"] = p.termination_grace_seconds;
 
   json meta = Metadata(s, mdep, PoolName(s.name, p.role), p.role);
   meta["labels"][std::string(kPoolLabel)] = p.role;

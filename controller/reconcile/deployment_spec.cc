@@ -169,6 +169,14 @@ void ReadPool(FieldReader& r, std::string_view base, PoolSpec* out) {
       out->kv_cache_bytes = *bytes;
   }
 
+  out->termination_grace_seconds =
+      r.Int(P(base, "terminationGracePeriodSeconds"), out->termination_grace_seconds);
+  if (out->termination_grace_seconds <= kDrainMarginSeconds || out->termination_grace_seconds > 3600) {
+    r.Fail(FieldPath(P(base, "terminationGracePeriodSeconds")) + ": " +
+           std::to_string(out->termination_grace_seconds) + " is not in " +
+           std::to_string(kDrainMarginSeconds + 1) + "..3600");
+  }
+
   CheckReplicas(r, P(base, "replicas"), out->replicas);
   CheckResources(r, P(base, "resources"), out->resources);
   int64_t tp = out->tensor_parallel;

@@ -47,6 +47,9 @@ struct PoolSpec {
   AutoscalePolicy autoscale;  // autoscaling read and checked (defaults, disabled, when absent); enabled:
                               // an autoscaler (either mode) owns the replicas
   int64_t gpus = 0;  // nvidia.com/gpu per pod: tensorParallel when the resources mention GPUs, else 0
+  // The pods' terminationGracePeriodSeconds: the preStop drain (GET /drain) and the agent's
+  // shutdown fit in it (docs/autoscaling.md, "Drain").
+  int64_t termination_grace_seconds = kDefaultTerminationGraceSeconds;
 };
 
 struct DeploymentSpec {

@@ -13,7 +13,8 @@ json ModelBlock(const CommonSpec& common) {
   return model;
 }
 
-json Base(std::string_view deployment, std::string_view role, const CommonSpec& common, int64_t http_port) {
+json Base(std::string_view deployment, std::string_view role, const CommonSpec& common, int64_t http_port,
+          int64_t termination_grace_seconds) {
   return json{
       {"role", role},
       {"deployment", deployment},
@@ -25,6 +26,8 @@ json Base(std::string_view deployment, std::string_view role, const CommonSpec& 
         {"metricsPort", kMetricsPort}}},
       {"model", ModelBlock(common)},
       {"integrity", {{"pageTags", common.page_tags}, {"transferChecksum", common.transfer_checksum}}},
+      // The drain (preStop GET /drain, then SIGTERM) ends before the kubelet's SIGKILL.
+      {"shutdownGraceMs", (termination_grace_seconds - kDrainMarginSeconds) * 1000},
   };
 }
 
@@ -35,7 +38,7 @@ std::string ConfigMapName(std::string_view deployment) { return std::string(depl
 std::string ConfigKey(std::string_view role) { return std::string(role) + ".yaml"; }
 
 std::string RenderPoolConfig(std::string_view deployment, const CommonSpec& common, const PoolSpec& pool) {
-  json config = Base(deployment, pool.role, common, kHttpPort);
+  json config = Base(deployment, pool.role, common, kHttpPort, pool.termination_grace_seconds);
   config["model"]["weights"] = pool.weights;
   config["kvCache"] = {{"dtype", pool.kv_cache}};
   if (pool.kv_cache_bytes > 0) config["kvCache"]["bytes"] = pool.kv_cache_bytes;
@@ -43,7 +46,7 @@ std::string RenderPoolConfig(std::string_view deployment, const CommonSpec& comm
 }
 
 std::string RenderRouterConfig(std::string_view deployment, const CommonSpec& common, int64_t port) {
-  return Base(deployment, "router", common, port).dump(2) + "\n";
+  return Base(deployment, "router", common, port, kDefaultTerminationGraceSeconds).dump(2) + "\n";
 }
 
 }  // namespace tandem::controller::reconcile

@@ -4,6 +4,7 @@
 #include <exception>
 
 #include "common/logging.h"
+#include "controller/autoscale/prom_query.h"
 #include "controller/autoscale/scraper.h"
 #include "controller/kube/client.h"
 #include "controller/metrics/controller_metrics.h"
@@ -83,7 +84,10 @@ Manager::Manager(kube::Client* client, metrics::ControllerMetrics* metrics, Mana
   events_ = std::make_unique<EventRecorder>(store_.get(), "tandem-controller", UnixSeconds);
   ReconcileContext ctx{store_.get(), events_.get(), metrics_, UnixSeconds, options_.plan};
   autoscale_memory_ = std::make_unique<AutoscaleMemory>();
-  if (options_.autoscale_interval.count() > 0) {
+  if (options_.autoscale_interval.count() > 0 && !options_.prometheus_url.empty()) {
+    prometheus_ = NewPrometheusSource();
+    if (prometheus_ != nullptr) ctx.autoscale.signals = prometheus_.get();
+  } else if (options_.autoscale_interval.count() > 0) {
     autoscale::PodMetricsScraperOptions so;
     so.interval_ms = options_.autoscale_interval.count();
     so.timeout_ms = options_.scrape_timeout.count();
@@ -94,10 +98,10 @@ Manager::Manager(kube::Client* client, metrics::ControllerMetrics* metrics, Mana
     so.clock = &clock_;
     scraper_ = std::make_unique<autoscale::PodMetricsScraper>(std::move(so));
     ctx.autoscale.signals = scraper_.get();
-    // Four rounds without a fresh snapshot (a stalled scraper, members all gone): hold.
-    ctx.autoscale.max_signal_age_seconds =
-        4.0 * std::chrono::duration<double>(options_.autoscale_interval + options_.scrape_timeout).count();
   }
+  // Four rounds without a fresh snapshot (a stalled source, members all gone): hold.
+  ctx.autoscale.max_signal_age_seconds =
+      4.0 * std::chrono::duration<double>(options_.autoscale_interval + options_.scrape_timeout).count();
   ctx.autoscale.memory = autoscale_memory_.get();
   ctx.autoscale.clock = &clock_;
   deployment_reconciler_ = std::make_unique<ModelDeploymentReconciler>(ctx);
@@ -120,6 +124,30 @@ Manager::Manager(kube::Client* client, metrics::ControllerMetrics* metrics, Mana
     AddInformer(static_cast<int>(kind), ours);
   }
   AddInformer(static_cast<int>(Kind::kPod), std::string(kPoolLabel));
+}
+
+std::unique_ptr<autoscale::PrometheusSignalSource> Manager::NewPrometheusSource() {
+  autoscale::PrometheusSignalSourceOptions po;
+  po.url = options_.prometheus_url;
+  if (!options_.prometheus_selector.empty()) po.selector = options_.prometheus_selector;
+  if (!options_.prometheus_latency_selector.empty())
+    po.latency_selector = options_.prometheus_latency_selector;
+  po.rate_window = options_.prometheus_rate_window;
+  po.interval_ms = options_.autoscale_interval.count();
+  po.timeout_ms = options_.scrape_timeout.count();
+  po.pools = [this] { return AutoscalePools(); };
+  po.on_round = [this](const std::vector<std::string>& pools) {
+    for (const std::string& key : pools) pool_queue_->Add(key);
+  };
+  po.clock = &clock_;
+  StatusOr<std::unique_ptr<autoscale::PrometheusSignalSource>> source =
+      autoscale::PrometheusSignalSource::New(std::move(po));
+  if (!source.ok()) {
+    TANDEM_LOG(Error) << "autoscaler: the Prometheus signal source: " << source.status().ToString()
+                      << "; builtin-autoscaled pools hold";
+    return nullptr;
+  }
+  return std::move(source).value();
 }
 
 void Manager::AddInformer(int kind_index, const std::string& label_selector) {
@@ -209,6 +237,7 @@ void Manager::StartWorkers() {
     });
   }
   if (scraper_ != nullptr) scraper_->Start();
+  if (prometheus_ != nullptr) prometheus_->Start();
 }
 
 std::vector<autoscale::PodTarget> Manager::AutoscaleTargets() const {
@@ -229,6 +258,17 @@ std::vector<autoscale::PodTarget> Manager::AutoscaleTargets() const {
     }
   }
   return targets;
+}
+
+std::vector<autoscale::PoolQueryTarget> Manager::AutoscalePools() const {
+  std::vector<autoscale::PoolQueryTarget> pools;
+  for (const runtime::ObjectPtr& obj : pool_informer_->List()) {
+    StatusOr<ModelPoolSpec> spec = ParseModelPoolSpec(*obj, options_.plan);
+    if (!spec.ok() || !spec->pool.autoscale.Builtin()) continue;
+    // The agents' labels: deployment is TANDEM_DEPLOYMENT, pool is TANDEM_POOL, the role.
+    pools.push_back({spec->ns + "/" + spec->name, {spec->ns, spec->deployment_name, spec->pool.role}});
+  }
+  return pools;
 }
 
 void Manager::Resync() {
@@ -271,7 +311,9 @@ void Manager::Worker(runtime::WorkQueue* queue, bool deployments) {
 
 void Manager::Stop() {
   if (stopped_.exchange(true)) return;
-  if (scraper_ != nullptr) scraper_->Stop();  // before the queues: its rounds add to them
+  // Before the queues: their rounds add to them.
+  if (scraper_ != nullptr) scraper_->Stop();
+  if (prometheus_ != nullptr) prometheus_->Stop();
   store_->Interrupt();
   resync_sleeper_->Interrupt();
   if (resync_thread_.joinable()) resync_thread_.join();

@@ -21,7 +21,9 @@
 
 namespace tandem::controller::autoscale {
 class PodMetricsScraper;
+class PrometheusSignalSource;
 struct PodTarget;
+struct PoolQueryTarget;
 }  // namespace tandem::controller::autoscale
 namespace tandem::controller::kube {
 class Client;
@@ -63,6 +65,13 @@ struct ManagerOptions {
   // (builtin pools then hold, reason NoSignals).
   std::chrono::milliseconds autoscale_interval{15'000};
   std::chrono::milliseconds scrape_timeout{1'000};
+  // Set: the signals come from this Prometheus server's query API instead of the pods, each query
+  // bounded by scrape_timeout (autoscale/prom_query.h; empty selectors: its defaults). A URL or
+  // template the source refuses leaves the autoscaler off (logged); the flags are checked first.
+  std::string prometheus_url;
+  std::string prometheus_selector;
+  std::string prometheus_latency_selector;
+  std::string prometheus_rate_window = "2m";
 };
 
 class Manager {
@@ -95,6 +104,10 @@ class Manager {
   void Resync();
   // The scraper's targets: the ready members (with an IP) of every builtin-autoscaled pool.
   std::vector<autoscale::PodTarget> AutoscaleTargets() const;
+  // The Prometheus source's pools: every builtin-autoscaled pool, whatever its members.
+  std::vector<autoscale::PoolQueryTarget> AutoscalePools() const;
+  // The Prometheus signal source of the options; null (logged) when it refuses them.
+  std::unique_ptr<autoscale::PrometheusSignalSource> NewPrometheusSource();
 
   kube::Client* const client_;
   metrics::ControllerMetrics* const metrics_;
@@ -103,7 +116,9 @@ class Manager {
   std::unique_ptr<KubeStore> store_;
   std::unique_ptr<EventRecorder> events_;
   std::unique_ptr<AutoscaleMemory> autoscale_memory_;
-  std::unique_ptr<autoscale::PodMetricsScraper> scraper_;  // null when the autoscaler is off
+  // At most one of the two is set; neither when the autoscaler is off.
+  std::unique_ptr<autoscale::PodMetricsScraper> scraper_;
+  std::unique_ptr<autoscale::PrometheusSignalSource> prometheus_;
   std::unique_ptr<ModelDeploymentReconciler> deployment_reconciler_;
   std::unique_ptr<ModelPoolReconciler> pool_reconciler_;
   std::unique_ptr<runtime::WorkQueue> deployment_queue_;

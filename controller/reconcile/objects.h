@@ -32,6 +32,10 @@ inline constexpr int kHttpPort = 8000;
 inline constexpr int kGrpcPort = 50051;
 inline constexpr int kMetricsPort = 9400;
 inline constexpr std::string_view kConfigMountPath = "/etc/tandem";
+// Pod termination: the preStop hook drains the agent (GET /drain on the metrics port) for the
+// grace period less kDrainMarginSeconds, which is left for its servers to stop after SIGTERM.
+inline constexpr int64_t kDefaultTerminationGraceSeconds = 60;
+inline constexpr int64_t kDrainMarginSeconds = 5;
 inline constexpr std::string_view kDefaultImage = "ghcr.io/tandem-dev/tandem-agent:latest";
 
 // The kinds the controller creates, reads or watches.

@@ -84,6 +84,10 @@ json AgentPodTemplate(const AgentPod& pod) {
       {"readinessProbe", Probe("/readyz", 5, 3)},
       // Loading a large checkpoint takes minutes: liveness waits until the first start succeeds.
       {"startupProbe", Probe("/healthz", 10, 180)},
+      // Before SIGTERM: drain (no new work, readiness false, in-flight requests finish or, with no
+      // token sent yet, go back to the router). StatefulSet scale-down removes the highest
+      // ordinals, and it is their own hook that drains them.
+      {"lifecycle", {{"preStop", {{"httpGet", {{"path", "/drain"}, {"port", "metrics"}}}}}}},
       {"volumeMounts", mounts},
       {"securityContext",
        {{"allowPrivilegeEscalation", false},
@@ -105,7 +109,7 @@ json AgentPodTemplate(const AgentPod& pod) {
         {"seccompProfile", {{"type", "RuntimeDefault"}}}}},
       {"containers", json::array({container})},
       {"volumes", volumes},
-      {"terminationGracePeriodSeconds", 60},
+      {"terminationGracePeriodSeconds", pod.termination_grace_seconds},
   };
   if (!pod.node_selector.empty()) spec["nodeSelector"] = pod.node_selector;
   if (!common.image_pull_secrets.empty()) spec["imagePullSecrets"] = common.image_pull_secrets;

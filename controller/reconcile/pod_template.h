@@ -2,7 +2,10 @@
 // The pod template every tandem-agent pod uses (router, prefill and decode alike): the agent
 // container with its arguments, ports, probes and resources, the config and model volumes, and
 // the restricted Pod Security Standard (non-root, no privilege escalation, all capabilities
-// dropped, seccomp RuntimeDefault, read-only root filesystem with a writable /tmp). Pure.
+// dropped, seccomp RuntimeDefault, read-only root filesystem with a writable /tmp), and the
+// drain on the way out: a preStop GET /drain on the metrics port that answers once the agent is
+// idle (it turns not-ready and refuses new work at once), within terminationGracePeriodSeconds.
+// Pure.
 
 #include <cstdint>
 #include <string>
@@ -22,6 +25,7 @@ struct AgentPod {
   json extra_env = json::array();  // appended to the standard env
   std::string config_hash;         // ContentHash of the rendered config: a change rolls the pods
   json labels;                     // pod labels (must match the owner's selector)
+  int64_t termination_grace_seconds = kDefaultTerminationGraceSeconds;
 };
 
 // spec.template of a StatefulSet or Deployment.

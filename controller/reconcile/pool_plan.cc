@@ -30,6 +30,7 @@ DesiredObject StatefulSet(const ModelPoolSpec& s, const json& pool) {
   pod.resources = s.pool.resources;
   pod.node_selector = s.pool.node_selector;
   pod.gpus = s.pool.gpus;
+  pod.termination_grace_seconds = s.pool.termination_grace_seconds;
   pod.config_hash = ContentHash(RenderPoolConfig(s.deployment_name, s.common, s.pool));
   pod.labels = Metadata(s, pool)["labels"];
   json spec = {

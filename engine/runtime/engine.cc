@@ -290,6 +290,7 @@ EngineStats Engine::Stats() const {
   s.kv_used_tokens = s.pages_held * pool.page_tokens();
   s.running = scheduler_->num_running();
   s.waiting = scheduler_->num_waiting();
+  s.prefill_tokens_waiting = scheduler_->prefill_tokens_pending();
   s.export_held = scheduler_->num_export_held();
   s.late_transfer_writes = late_writes_.load(std::memory_order_relaxed);
   s.refused_transfer_writes = refused_writes_.load(std::memory_order_relaxed);

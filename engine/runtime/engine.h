@@ -124,15 +124,16 @@ struct EngineStats {
   uint64_t kv_used_tokens = 0;      // held pages * page_tokens (tandem_kv_cache_used_tokens)
   uint64_t pages_total = 0;
   uint64_t pages_free = 0;
-  uint64_t pages_held = 0;             // by requests, the ledger (deferred) and anything else
-  uint64_t pages_deferred = 0;         // parked until their transfer ends
-  uint64_t running = 0;                // tandem_requests_running
-  uint64_t waiting = 0;                // tandem_requests_waiting
-  uint64_t export_held = 0;            // prefill-only: prefilled, waiting for ExportKv / FinishExport
-  std::array<uint64_t, 5> finished{};  // by FinishReason (tandem_requests_finished_total{reason})
-  uint64_t exported = 0;               // prefill-only requests handed off (FinishExport)
-  uint64_t export_failures = 0;        // exports that ended failed (FinishExport)
-  uint64_t imports_reserved = 0;       // ReserveImport successes
+  uint64_t pages_held = 0;              // by requests, the ledger (deferred) and anything else
+  uint64_t pages_deferred = 0;          // parked until their transfer ends
+  uint64_t running = 0;                 // tandem_requests_running
+  uint64_t waiting = 0;                 // tandem_requests_waiting
+  uint64_t prefill_tokens_waiting = 0;  // Scheduler::prefill_tokens_pending (tandem_prefill_tokens_waiting)
+  uint64_t export_held = 0;             // prefill-only: prefilled, waiting for ExportKv / FinishExport
+  std::array<uint64_t, 5> finished{};   // by FinishReason (tandem_requests_finished_total{reason})
+  uint64_t exported = 0;                // prefill-only requests handed off (FinishExport)
+  uint64_t export_failures = 0;         // exports that ended failed (FinishExport)
+  uint64_t imports_reserved = 0;        // ReserveImport successes
   uint64_t imports_committed = 0;
   uint64_t imports_failed = 0;        // tag or digest mismatch at commit (tandem_kv_transfer_failures_total)
   uint64_t imports_aborted = 0;       // AbortImport

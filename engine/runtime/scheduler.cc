@@ -269,6 +269,19 @@ Sequence* Scheduler::Find(RequestId id) const {
   return it == requests_.end() ? nullptr : it->second.get();
 }
 
+size_t Scheduler::prefill_tokens_pending() const {
+  size_t tokens = 0;
+  for (const Sequence* seq : waiting_) {
+    const size_t computed = static_cast<size_t>(seq->kv.num_tokens);
+    if (seq->tokens.size() > computed) tokens += seq->tokens.size() - computed;
+  }
+  for (const Sequence* seq : running_) {
+    const size_t computed = static_cast<size_t>(seq->kv.num_tokens);
+    if (seq->prompt_len > computed) tokens += seq->prompt_len - computed;
+  }
+  return tokens;
+}
+
 size_t Scheduler::pages_held_by_requests() const {
   size_t pages = 0;
   for (const auto& [id, seq] : requests_) pages += seq->table.num_pages();

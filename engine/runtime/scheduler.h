@@ -123,6 +123,10 @@ class Scheduler {
   size_t num_importing() const { return importing_; }
   size_t num_export_held() const { return requests_.size() - waiting_.size() - running_.size() - importing_; }
   size_t num_live() const { return requests_.size(); }
+  // Tokens whose KV is still to be computed by a prefill: the queued requests' whole remaining
+  // sequences (a preempted one's generated tokens too) and the running ones' unfinished prompts
+  // (the prefill backlog the autoscaler reads as tandem_prefill_tokens_waiting). O(live requests).
+  size_t prefill_tokens_pending() const;
   // Page references held by live requests' block tables (a leak check adds the prefix cache's and
   // the ledger's and compares with the allocator's refcounts).
   size_t pages_held_by_requests() const;

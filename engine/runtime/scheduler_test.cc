@@ -106,16 +106,20 @@ TEST_F(SchedulerTest, HeadOfQueueIsNotOvertaken) {
 TEST_F(SchedulerTest, ChunkedPrefillWithinTheTokenBudget) {
   Make(64, 4, /*max_batch_tokens=*/8);
   Add(1, 20);
+  EXPECT_EQ(sched_->prefill_tokens_pending(), 20u);  // queued: the whole prompt
   StepPlan plan = Step();
   EXPECT_EQ(Chunks(plan), (std::vector<Chunk>{{1, 8}}));
   EXPECT_FALSE(plan.chunks[0].samples);
-  EXPECT_EQ(allocator_->held_pages(), 5u);  // the whole prompt is reserved at admission
+  EXPECT_EQ(allocator_->held_pages(), 5u);           // the whole prompt is reserved at admission
+  EXPECT_EQ(sched_->prefill_tokens_pending(), 12u);  // running: what its chunks have not computed
   Add(2, 3);
+  EXPECT_EQ(sched_->prefill_tokens_pending(), 15u);
   // Request 1's next chunk (8) fills the budget; 2 waits for a step with room.
   EXPECT_EQ(Chunks(Step()), (std::vector<Chunk>{{1, 8}}));
   plan = Step();
   EXPECT_EQ(Chunks(plan), (std::vector<Chunk>{{1, 4}, {2, 3}}));
   EXPECT_TRUE(plan.chunks[0].samples && plan.chunks[1].samples);
+  EXPECT_EQ(sched_->prefill_tokens_pending(), 0u);  // decoding requests owe no prefill
   // Both decode now: decode tokens come first, in admission order.
   Add(3, 30);
   EXPECT_EQ(Chunks(Step()), (std::vector<Chunk>{{1, 1}, {2, 1}, {3, 6}}));

@@ -363,5 +363,48 @@ TEST(AgentE2eTest, DrainLetsInFlightRequestsFinish) {
   EXPECT_EQ(json::parse(r.body)["usage"]["completion_tokens"], 64);
 }
 
+// A decode member that starts draining while a router still counts it ready (its next poll is
+// far away): the requests the router sends it are refused before any token and go to the other
+// member, so none fails; the draining member's preStop answer (GET /drain) comes once it is idle.
+TEST(AgentE2eTest, DrainingMemberHandsRequestsBack) {
+  auto prefill = Agent::Start(BaseConfig(Role::kPrefill));
+  auto leaving = Agent::Start(BaseConfig(Role::kDecode));
+  auto staying = Agent::Start(BaseConfig(Role::kDecode));
+  ASSERT_TRUE(prefill.ok() && leaving.ok() && staying.ok());
+  ASSERT_TRUE(WaitReady(**prefill) && WaitReady(**leaving) && WaitReady(**staying));
+  AgentConfig rc = BaseConfig(Role::kRouter);
+  rc.refresh_ms = 600'000;  // the router's only poll is at its start
+  rc.prefill_endpoints = {"127.0.0.1:" + std::to_string((*prefill)->grpc_port())};
+  rc.decode_endpoints = {"127.0.0.1:" + std::to_string((*leaving)->grpc_port()),
+                         "127.0.0.1:" + std::to_string((*staying)->grpc_port())};
+  auto router = Agent::Start(rc);
+  ASSERT_TRUE(router.ok());
+  ASSERT_TRUE(WaitReady(**router));
+
+  (*leaving)->BeginDrain();
+  EXPECT_EQ(HttpCall((*leaving)->metrics_port(), "GET", "/readyz", "").status, 503);
+  // Four at once: the router spreads them over both members it believes ready, so the leaving
+  // one is tried by at least one of them.
+  std::vector<std::future<HttpResponse>> calls;
+  for (int i = 0; i < 4; ++i) {
+    calls.push_back(std::async(std::launch::async, [&router, i] {
+      return Post(**router, "/v1/completions", CompletionBody("handed back " + std::to_string(i), 8));
+    }));
+  }
+  for (auto& c : calls) {
+    HttpResponse r = c.get();
+    EXPECT_EQ(r.status, 200) << r.body;
+    EXPECT_EQ(json::parse(r.body)["usage"]["completion_tokens"], 8) << r.body;
+  }
+  EXPECT_EQ(MetricValue(Metrics(**leaving), "tandem_kv_transfer_bytes_total", "direction=\"in\""), 0);
+  EXPECT_GT(MetricValue(Metrics(**staying), "tandem_kv_transfer_bytes_total", "direction=\"in\""), 0);
+  HttpResponse drained = HttpCall((*leaving)->metrics_port(), "GET", "/drain", "");
+  EXPECT_EQ(drained.status, 200);
+  EXPECT_EQ(drained.body, "drained\n");
+  const auto start = std::chrono::steady_clock::now();
+  (*leaving)->Shutdown(30'000);  // idle: no second grace period
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+}
+
 }  // namespace
 }  // namespace tandem::agent::testing
