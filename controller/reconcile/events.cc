@@ -20,22 +20,24 @@ void EventRecorder::Record(const json& object, std::string_view type, std::strin
   std::string ns = r.String("/metadata/namespace", "default");
   int64_t now = unix_seconds_();
   std::string key = uid + "|" + std::string(reason) + "|" + std::string(message);
+  std::string stamp = Rfc3339(now);
+  Seen previous;
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = last_seen_.find(key);
-    if (it != last_seen_.end() && now - it->second < dedup_window_s_) {
-      ++suppressed_;
-      return;
-    }
-    last_seen_[key] = now;
-    ++recorded_;
-    if (last_seen_.size() > 10'000) last_seen_.clear();  // bound memory; at worst one repeat
+    if (it != last_seen_.end() && now - it->second.unix_seconds < dedup_window_s_) previous = it->second;
   }
-  std::string stamp = Rfc3339(now);
+  if (!previous.name.empty() && Increment(previous.ns, previous.name, stamp)) {
+    std::lock_guard<std::mutex> lock(mu_);
+    last_seen_[key].unix_seconds = now;
+    ++suppressed_;
+    return;
+  }
+  std::string event_name = name + "." + ContentHash(key + stamp);
   json event = {
       {"apiVersion", "v1"},
       {"kind", "Event"},
-      {"metadata", {{"name", name + "." + ContentHash(key + stamp)}, {"namespace", ns}}},
+      {"metadata", {{"name", event_name}, {"namespace", ns}}},
       {"involvedObject",
        {{"apiVersion", r.String("/apiVersion", "")},
         {"kind", r.String("/kind", "")},
@@ -56,7 +58,28 @@ void EventRecorder::Record(const json& object, std::string_view type, std::strin
   if (!created.ok()) {
     TANDEM_LOG(Warning) << "event " << reason << " for " << ns << "/" << name
                         << " not recorded: " << created.status().ToString();
+    return;
   }
+  std::lock_guard<std::mutex> lock(mu_);
+  if (last_seen_.size() > 10'000) last_seen_.clear();  // bound memory; at worst a new object
+  last_seen_[key] = Seen{now, ns, event_name};
+  ++recorded_;
+}
+
+bool EventRecorder::Increment(const std::string& ns, const std::string& name, const std::string& stamp) {
+  StatusOr<json> live = store_->Get(Kind::kEvent, ns, name);
+  if (!live.ok()) return false;  // expired or deleted: the caller creates a new one
+  json updated = std::move(*live);
+  const json* count = updated.contains("count") ? &updated["count"] : nullptr;
+  updated["count"] = (count != nullptr && count->is_number_integer() ? count->get<int64_t>() : 1) + 1;
+  updated["lastTimestamp"] = stamp;
+  StatusOr<json> written = store_->Update(Kind::kEvent, updated);
+  if (!written.ok()) {
+    TANDEM_LOG(Warning) << "event " << ns << "/" << name
+                        << " count not updated: " << written.status().ToString();
+    return false;
+  }
+  return true;
 }
 
 int64_t EventRecorder::recorded() const {

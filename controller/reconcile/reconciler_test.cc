@@ -128,7 +128,7 @@ TEST_F(ReconcilerTest, DeletionRemovesTheFinalizer) {
   EXPECT_TRUE(deployments_.Reconcile("ns/tiny").ok());  // gone: nothing to do
 }
 
-TEST_F(ReconcilerTest, EventsAreRecordedForTransitionsAndDeduplicated) {
+TEST_F(ReconcilerTest, EventsAreRecordedForTransitionsAndAggregated) {
   SeedDeployment();
   ReconcileAll();
   MarkEverythingReady();
@@ -136,13 +136,43 @@ TEST_F(ReconcilerTest, EventsAreRecordedForTransitionsAndDeduplicated) {
   int64_t recorded = events_.recorded();
   EXPECT_GE(recorded, 4);  // Created (deployment, two pools), Ready (pools, deployment)
   json mdep = Deployment();
+  auto tests = [&] {
+    std::vector<json> out;
+    StatusOr<std::vector<json>> listed = store_.List(Kind::kEvent, "ns", json::object());
+    if (!listed.ok()) return out;
+    for (const json& e : *listed) {
+      if (e.value("reason", "") == "Test") out.push_back(e);
+    }
+    return out;
+  };
+  events_.Record(mdep, kEventWarning, "Test", "same message");
+  now_ += 5;
   events_.Record(mdep, kEventWarning, "Test", "same message");
   events_.Record(mdep, kEventWarning, "Test", "same message");
+  // One object, counted three times, its lastTimestamp the latest occurrence.
   EXPECT_EQ(events_.recorded(), recorded + 1);
-  EXPECT_EQ(events_.suppressed(), 1);
+  EXPECT_EQ(events_.suppressed(), 2);
+  std::vector<json> listed = tests();
+  ASSERT_EQ(listed.size(), 1u);
+  EXPECT_EQ(listed[0]["count"], 3);
+  EXPECT_NE(listed[0]["firstTimestamp"], listed[0]["lastTimestamp"]);
+  // A different message is its own event.
+  events_.Record(mdep, kEventWarning, "Test", "other message");
+  EXPECT_EQ(tests().size(), 2u);
+  // Past the window a repeat is a new object again.
   now_ += 601;
   events_.Record(mdep, kEventWarning, "Test", "same message");
-  EXPECT_EQ(events_.recorded(), recorded + 2);
+  EXPECT_EQ(events_.recorded(), recorded + 3);
+  EXPECT_EQ(tests().size(), 3u);
+  // The aggregated event deleted (expired, or by a user): the next repeat creates one.
+  std::vector<json> all = tests();
+  for (const json& e : all) {
+    if (e["count"] == 1 && e["message"] == "same message") {
+      ASSERT_TRUE(store_.Delete(Kind::kEvent, "ns", e["metadata"]["name"], "").ok());
+    }
+  }
+  events_.Record(mdep, kEventWarning, "Test", "same message");
+  EXPECT_EQ(events_.recorded(), recorded + 4);
 }
 
 TEST_F(ReconcilerTest, ConflictIsReturnedForRequeue) {

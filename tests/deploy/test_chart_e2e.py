@@ -56,6 +56,11 @@ UNEXERCISED = {
         "no request of its own: the OwnerReferencesPermissionEnforcement admission plugin asks for it "
         "when a child's ownerReference sets blockOwnerDeletion",
     ("tandem.dev", "modelpools/finalizers", "update"): "as modeldeployments/finalizers",
+    ("", "events", "get"):
+        "a repeat of an identical Event within 10 minutes reads the existing one to add to its count; "
+        "this run records no repeat (the autoscaler's repeated decisions do: controller.autoscale_sim "
+        "checks the counts, ReconcilerTest.EventsAreRecordedForTransitionsAndAggregated the calls)",
+    ("", "events", "update"): "as events get: the count and lastTimestamp of the existing Event",
     ("tandem.dev", "modelpools", "delete"):
         "pruning a ModelPool the plan no longer wants; the same code path (apply.cc) is exercised "
         "here for every built-in kind; a stale ModelPool would be reconciled into pods of its own first",

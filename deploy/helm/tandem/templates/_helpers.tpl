@@ -82,7 +82,7 @@ every grant here is either used in that run or listed there with its reason.
   - children (ModelPool, ConfigMap, Service, Deployment, StatefulSet, PodDisruptionBudget): create,
     update when they drift, delete when no longer desired (pruning).
   - pods: list + watch only (readiness and scheduling of the pool members).
-  - events: create.
+  - events: create; get + update to count a repeat in the existing event (client-go's aggregation).
   - the finalizers subresources, update: setting blockOwnerDeletion on children's ownerReferences needs it where
     the OwnerReferencesPermissionEnforcement admission plugin runs.
 The Lease is a separate Role in the leader-election namespace.
@@ -114,5 +114,5 @@ The Lease is a separate Role in the leader-election namespace.
   verbs: ["list", "watch"]
 - apiGroups: [""]
   resources: ["events"]
-  verbs: ["create"]
+  verbs: ["create", "get", "update"]
 {{- end }}
