@@ -139,17 +139,19 @@ reconcile::AutoscaleSignals AggregatePoolSignals(const std::vector<MemberScrape>
       if (prev != nullptr) next.emplace(m.pod, *prev);
       continue;
     }
-    const GaugeReading kv = ReadGauge(*m.samples, kKvCacheUsageMetric);
-    if (kv.series > 0) {
-      kv_sum += kv.sum / kv.series;
-      ++kv_members;
+    if (!m.latency_only) {
+      const GaugeReading kv = ReadGauge(*m.samples, kKvCacheUsageMetric);
+      if (kv.series > 0) {
+        kv_sum += kv.sum / kv.series;
+        ++kv_members;
+      }
+      const GaugeReading w = ReadGauge(*m.samples, kRequestsWaitingMetric);
+      waiting.sum += w.sum;
+      waiting.series += w.series;
+      const GaugeReading p = ReadGauge(*m.samples, kPrefillTokensWaitingMetric);
+      prefill.sum += p.sum;
+      prefill.series += p.series;
     }
-    const GaugeReading w = ReadGauge(*m.samples, kRequestsWaitingMetric);
-    waiting.sum += w.sum;
-    waiting.series += w.series;
-    const GaugeReading p = ReadGauge(*m.samples, kPrefillTokensWaitingMetric);
-    prefill.sum += p.sum;
-    prefill.series += p.series;
 
     PodCounters now;
     now.itl = CollectHistogram(*m.samples, kInterTokenLatencyMetric);

@@ -10,7 +10,8 @@
 //   ttft_p95_seconds        0.95 quantile of tandem_time_to_first_token_seconds
 //
 // A gauge series whose value is negative or not finite is ignored; a signal no member reports is
-// absent (never 0). The quantiles are PromQL's
+// absent (never 0). A latency-only member (the deployment's router, which observes TTFT and ITL
+// for both pools) adds its histograms and nothing else. The quantiles are PromQL's
 // histogram_quantile(0.95, sum by (le) (increase(X_bucket[since the last scrape]))): each series'
 // cumulative `_bucket{le}` counts less the same pod's counts at its previous successful scrape,
 // summed over every series of every member by `le`, then interpolated linearly inside the bucket
@@ -61,6 +62,8 @@ struct MemberScrape {
   // Not owned; must outlive the call. Null: the scrape failed (the member contributes nothing and
   // its counters are kept for its next successful scrape).
   const std::vector<PromSample>* samples = nullptr;
+  // Only the histograms count (a router of the pool's deployment): its gauges are ignored.
+  bool latency_only = false;
 };
 
 // The pool's signals from this round's members. Updates `counters`: each scraped member's entry

@@ -62,6 +62,29 @@ TEST(PoolSignals, GaugesAreMeanAndSumOverUsableMembers) {
   EXPECT_FALSE(s.ttft_p95_seconds.has_value());
 }
 
+TEST(PoolSignals, ALatencyOnlyMemberAddsItsHistogramsAndNoGauge) {
+  PoolCounters counters;
+  std::vector<PromSample> member = {Sample(kKvCacheUsageMetric, 0.2), Sample(kRequestsWaitingMetric, 1)};
+  std::vector<PromSample> router = Itl({{0.01, 0}, {0.1, 0}, {1, 0}, {kInf, 0}});
+  router.push_back(Sample(kKvCacheUsageMetric, 1.0));
+  router.push_back(Sample(kRequestsWaitingMetric, 50));
+  router.push_back(Sample(kPrefillTokensWaitingMetric, 5000));
+  reconcile::AutoscaleSignals s =
+      AggregatePoolSignals({{"m", &member}, {"r", &router, /*latency_only=*/true}}, &counters);
+  EXPECT_DOUBLE_EQ(s.kv_cache_usage.value_or(-1), 0.2);
+  EXPECT_EQ(s.waiting_requests, 1);
+  EXPECT_FALSE(s.waiting_prefill_tokens.has_value());
+  ASSERT_EQ(counters.count("r"), 1u);  // its counters are kept like a member's
+
+  router = Itl({{0.01, 0}, {0.1, 0}, {1, 20}, {kInf, 20}});
+  s = AggregatePoolSignals({{"m", &member}, {"r", &router, true}}, &counters);
+  EXPECT_DOUBLE_EQ(s.itl_p95_seconds.value_or(-1), 0.1 + 0.9 * 0.95);
+  // Only routers: the gauges are absent, never 0.
+  s = AggregatePoolSignals({{"r", &router, true}}, &counters);
+  EXPECT_FALSE(s.kv_cache_usage.has_value());
+  EXPECT_FALSE(s.waiting_requests.has_value());
+}
+
 TEST(PoolSignals, AMemberWithSeveralSeriesCountsAsTheirMeanForUsageAndTheirSumForQueues) {
   const std::vector<PromSample> a = {Sample(kKvCacheUsageMetric, 0.2, {{"model", "x"}}),
                                      Sample(kKvCacheUsageMetric, 0.4, {{"model", "y"}}),

@@ -118,7 +118,7 @@ void PodMetricsScraper::RunRound(kube::CancelToken& cancel) {
     std::vector<MemberScrape> members;
     for (size_t i : indices) {
       const bool ok = results[i].status.ok();
-      members.push_back({targets[i].pod, ok ? &results[i].samples : nullptr});
+      members.push_back({targets[i].pod, ok ? &results[i].samples : nullptr, targets[i].latency_only});
       ++(ok ? snapshot.pods_scraped : snapshot.pods_failed);
     }
     snapshot.signals = AggregatePoolSignals(members, &counters_[pool_key]);
@@ -170,16 +170,30 @@ void PodMetricsScraper::SyncClients(const std::vector<PodTarget>& targets) {
 std::vector<PodMetricsScraper::ScrapeResult> PodMetricsScraper::ScrapeAll(
     const std::vector<PodTarget>& targets, kube::CancelToken& cancel) {
   std::vector<ScrapeResult> results(targets.size());
+  // One request per address: a router is a target of both its deployment's pools.
+  std::vector<size_t> first(targets.size());
+  std::vector<size_t> unique;
+  std::map<std::string, size_t> by_address;
+  for (size_t i = 0; i < targets.size(); ++i) {
+    auto [it, added] = by_address.emplace(targets[i].address, i);
+    first[i] = it->second;
+    if (added) unique.push_back(i);
+  }
   std::atomic<size_t> next{0};
   auto work = [&] {
-    for (size_t i; (i = next.fetch_add(1)) < targets.size();) results[i] = ScrapeOne(targets[i], cancel);
+    for (size_t k; (k = next.fetch_add(1)) < unique.size();) {
+      results[unique[k]] = ScrapeOne(targets[unique[k]], cancel);
+    }
   };
   const size_t workers =
-      std::min(targets.size(), static_cast<size_t>(std::max(options_.max_concurrent_scrapes, 1)));
+      std::min(unique.size(), static_cast<size_t>(std::max(options_.max_concurrent_scrapes, 1)));
   std::vector<std::thread> threads;
   for (size_t w = 1; w < workers; ++w) threads.emplace_back(work);
   work();
   for (std::thread& t : threads) t.join();
+  for (size_t i = 0; i < targets.size(); ++i) {
+    if (first[i] != i) results[i] = results[first[i]];
+  }
   return results;
 }
 

@@ -1,7 +1,8 @@
 #pragma once
 // PodMetricsScraper: the SignalSource of the built-in autoscaler. A background thread, every
-// interval, asks for the pools' members, GETs http://<address>/metrics from each (concurrently, at
-// most max_concurrent_scrapes at a time, each bounded by timeout_ms including the connect), parses
+// interval, asks for the pools' targets (members, and their deployments' routers for latency),
+// GETs http://<address>/metrics from each address once (concurrently, at most
+// max_concurrent_scrapes at a time, each bounded by timeout_ms including the connect), parses
 // the bodies (prom_text.h), aggregates each pool (pool_signals.h) and stores one snapshot per pool.
 // Latest() only reads the stored snapshots under a mutex: it never waits on the network.
 //
@@ -52,8 +53,8 @@ struct PodMetricsScraperOptions {
 // Totals since construction (what a metrics hook would export).
 struct ScraperStats {
   uint64_t rounds = 0;        // rounds that published snapshots
-  uint64_t pods_scraped = 0;  // member scrapes that answered with a parseable body
-  uint64_t pods_failed = 0;   // member scrapes that did not
+  uint64_t pods_scraped = 0;  // targets that answered with a parseable body (a router counts per pool)
+  uint64_t pods_failed = 0;   // targets that did not
 };
 
 class PodMetricsScraper final : public SignalSource {

@@ -51,6 +51,10 @@ class FakePod {
     std::lock_guard<std::mutex> lock(mu_);
     return last_;
   }
+  int requests() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return requests_;
+  }
   std::string address() const { return "127.0.0.1:" + std::to_string(server_.port()); }
   int connections() const { return server_.connections_accepted(); }
 
@@ -229,6 +233,48 @@ TEST(PodMetricsScraper, ScrapesEveryMemberAndAggregatesPerPoolAcrossRounds) {
   EXPECT_EQ(stats.rounds, 2u);
   EXPECT_EQ(stats.pods_scraped, 6u);
   EXPECT_EQ(stats.pods_failed, 0u);
+}
+
+TEST(PodMetricsScraper, ARouterCountsForBothPoolsLatencyOnlyAndIsScrapedOncePerRound) {
+  // The router's exposition has gauges too (a router has none of its own in practice; here they
+  // would move the means and sums if they counted) and the deployment's ITL histogram.
+  FakePod decode, prefill, router;
+  decode.Serve(200, AgentBody(0.5, 2));
+  prefill.Serve(200, AgentBody(0.1, 0));
+  router.Serve(200, AgentBody(0.9, 7, 0, 0));
+  Targets targets;
+  targets.Set({{"ns/d-decode", "d-decode-0", decode.address()},
+               {"ns/d-decode", "d-router-x", router.address(), true},
+               {"ns/d-prefill", "d-prefill-0", prefill.address()},
+               {"ns/d-prefill", "d-router-x", router.address(), true}});
+  PodMetricsScraperOptions o;
+  o.targets = targets.Callback();
+  PodMetricsScraper scraper(o);
+  scraper.RunOnce();
+  EXPECT_EQ(router.requests(), 1);
+  std::optional<PoolSignalsSnapshot> d = scraper.Latest("ns/d-decode");
+  ASSERT_TRUE(d.has_value());
+  EXPECT_DOUBLE_EQ(d->signals.kv_cache_usage.value_or(-1), 0.5);  // the router's 0.9 has no say
+  EXPECT_EQ(d->signals.waiting_requests, 2);
+  EXPECT_EQ(d->pods_scraped, 2);
+
+  // 100 tokens at the router since: both pools see its p95 (a pool plans on the signals of its role).
+  router.Serve(200, AgentBody(0.9, 7, 90, 10));
+  scraper.RunOnce();
+  EXPECT_EQ(router.requests(), 2);
+  EXPECT_DOUBLE_EQ(scraper.Latest("ns/d-decode")->signals.itl_p95_seconds.value_or(-1), 0.1 + 0.9 * 0.5);
+  EXPECT_DOUBLE_EQ(scraper.Latest("ns/d-prefill")->signals.itl_p95_seconds.value_or(-1), 0.1 + 0.9 * 0.5);
+  EXPECT_DOUBLE_EQ(scraper.Latest("ns/d-prefill")->signals.kv_cache_usage.value_or(-1), 0.1);
+
+  // The router failing: both pools count it failed, their members' gauges still stand.
+  router.Serve(500, "");
+  scraper.RunOnce();
+  EXPECT_EQ(router.requests(), 3);
+  d = scraper.Latest("ns/d-decode");
+  EXPECT_EQ(d->pods_failed, 1);
+  EXPECT_EQ(scraper.Latest("ns/d-prefill")->pods_failed, 1);
+  EXPECT_DOUBLE_EQ(d->signals.kv_cache_usage.value_or(-1), 0.5);
+  EXPECT_FALSE(d->signals.itl_p95_seconds.has_value());
 }
 
 TEST(PodMetricsScraper, FailingPodsAreCountedAndContributeNothing) {

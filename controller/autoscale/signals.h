@@ -12,11 +12,14 @@
 
 namespace tandem::controller::autoscale {
 
-// One pool member to scrape.
+// One pod to scrape for a pool: a member, or one of its deployment's routers.
 struct PodTarget {
   std::string pool_key;  // the ModelPool's "namespace/name"
   std::string pod;       // the pod's name (the key of its counters between scrapes)
   std::string address;   // "host:port" of its metrics endpoint (status.podIP : the "metrics" port)
+  // A router pod: only its latency histograms (TTFT, ITL) count for the pool, as the router is
+  // the one that observes them; its gauges (a router has no KV cache or queue of its own) do not.
+  bool latency_only = false;
 };
 
 // A pool's signals from one scrape round.

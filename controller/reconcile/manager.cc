@@ -123,7 +123,9 @@ Manager::Manager(kube::Client* client, metrics::ControllerMetrics* metrics, Mana
                     Kind::kPodDisruptionBudget}) {
     AddInformer(static_cast<int>(kind), ours);
   }
-  AddInformer(static_cast<int>(Kind::kPod), std::string(kPoolLabel));
+  // Pods of our deployments: the pools' members (readiness, scheduling) and the routers, whose
+  // latency histograms the autoscaler's scraper reads.
+  AddInformer(static_cast<int>(Kind::kPod), std::string(kDeploymentLabel));
 }
 
 std::unique_ptr<autoscale::PrometheusSignalSource> Manager::NewPrometheusSource() {
@@ -242,20 +244,30 @@ void Manager::StartWorkers() {
 
 std::vector<autoscale::PodTarget> Manager::AutoscaleTargets() const {
   std::vector<autoscale::PodTarget> targets;
-  for (const runtime::ObjectPtr& obj : pool_informer_->List()) {
-    StatusOr<ModelPoolSpec> spec = ParseModelPoolSpec(*obj, options_.plan);
-    if (!spec.ok() || !spec->pool.autoscale.Builtin()) continue;
-    StatusOr<std::vector<json>> pods =
-        store_->List(Kind::kPod, spec->ns, PoolSelector(spec->deployment_name, spec->pool.role));
-    if (!pods.ok()) continue;
+  // The ready, not terminating pods of `selector` with an IP, as targets of `pool_key`.
+  auto add = [&](const std::string& ns, const json& selector, const std::string& pool_key,
+                 bool latency_only) {
+    StatusOr<std::vector<json>> pods = store_->List(Kind::kPod, ns, selector);
+    if (!pods.ok()) return;
     for (const json& pod : *pods) {
       FieldReader r(pod);
       const std::string ip = r.String("/status/podIP", "");
       if (ip.empty() || !PodReady(pod) || r.String("/metadata/deletionTimestamp", "") != "") continue;
       const bool v6 = ip.find(':') != std::string::npos;
-      targets.push_back({spec->ns + "/" + spec->name, r.String("/metadata/name", ""),
-                         (v6 ? "[" + ip + "]" : ip) + ":" + std::to_string(MetricsPort(pod))});
+      targets.push_back({pool_key, r.String("/metadata/name", ""),
+                         (v6 ? "[" + ip + "]" : ip) + ":" + std::to_string(MetricsPort(pod)), latency_only});
     }
+  };
+  for (const runtime::ObjectPtr& obj : pool_informer_->List()) {
+    StatusOr<ModelPoolSpec> spec = ParseModelPoolSpec(*obj, options_.plan);
+    if (!spec.ok() || !spec->pool.autoscale.Builtin()) continue;
+    const std::string pool_key = spec->ns + "/" + spec->name;
+    add(spec->ns, PoolSelector(spec->deployment_name, spec->pool.role), pool_key, false);
+    // The deployment's routers observe its TTFT and ITL (the members' histograms stay empty).
+    add(spec->ns,
+        json{{std::string(kDeploymentLabel), spec->deployment_name},
+             {std::string(kComponentLabel), "router"}},
+        pool_key, true);
   }
   return targets;
 }

@@ -102,7 +102,8 @@ class Manager {
   void Worker(runtime::WorkQueue* queue, bool deployments);
   void AddInformer(int kind_index, const std::string& label_selector);
   void Resync();
-  // The scraper's targets: the ready members (with an IP) of every builtin-autoscaled pool.
+  // The scraper's targets: the ready pods (with an IP) of every builtin-autoscaled pool, and its
+  // deployment's ready routers for the latency histograms (latency_only).
   std::vector<autoscale::PodTarget> AutoscaleTargets() const;
   // The Prometheus source's pools: every builtin-autoscaled pool, whatever its members.
   std::vector<autoscale::PoolQueryTarget> AutoscalePools() const;

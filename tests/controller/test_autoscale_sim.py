@@ -16,6 +16,9 @@ A decode pod turns Ready STARTUP_S after it appears (loading weights).
               direction equal tandem_autoscaler_decisions_total and status.autoscaler.lastScale
               is the last Event.
 
+  RouterLatencyTest  the deployment's router pod scraped for the latency signals: a decode pool
+              below its KV and queue targets scales up on the router's ITL p95 alone.
+
 Prints a timeline (t, phase, load, ready, spec.replicas, decision), also written to
 $AUTOSCALE_SIM_OUT when set; docs/autoscaling.md ("Simulation") quotes its figures.
 
@@ -125,12 +128,13 @@ class FakeAgents:
                   "tandem_inter_token_latency_seconds_count%s 0" % labels]
         return ("\n".join(lines) + "\n").encode()
 
-    def start(self, uid, ip):
-        agents = self
+    def start(self, uid, ip, exposition=None):
+        """A server on ip:9400 whose /metrics is exposition() (the decode share by default)."""
+        exposition = exposition or self.exposition
 
         class Handler(http.server.BaseHTTPRequestHandler):
             def do_GET(self):
-                body = agents.exposition() if self.path == "/metrics" else b"not found\n"
+                body = exposition() if self.path == "/metrics" else b"not found\n"
                 self.send_response(200 if self.path == "/metrics" else 404)
                 self.send_header("Content-Type", "text/plain; version=0.0.4")
                 self.send_header("Content-Length", str(len(body)))
@@ -379,6 +383,76 @@ class TraceTest(unittest.TestCase):
         lines.append("decisions: %d (%d up, %d down); replicas visited: 1 %s; trace %.0f s" % (
             len(decisions), ups, len(decisions) - ups, " ".join(str(b) for _, _, b in decisions), wall_s))
         return "\n".join(lines) + "\n"
+
+
+class RouterLatencyTest(unittest.TestCase):
+    """The deployment's router is scraped for the latency signals (only it observes TTFT and ITL):
+    a decode pool whose KV cache and queue are below target, with targetITLSeconds 0.05, scales up
+    on the router's ITL p95 alone (reason ItlAboveTarget), and not before the router reports."""
+
+    def test_router_itl_scales_the_decode_pool(self):
+        c = Cluster()
+        self.addCleanup(c.stop)
+        agents = FakeAgents(lambda: 0.0)  # the idle load: KV cache usage 0.4, nothing waiting
+        self.addCleanup(agents.stop_all)
+        agents.ready = 1
+        md = json.loads(json.dumps(MODEL_DEPLOYMENT))
+        md["spec"]["decode"]["autoscaling"].update({"targetITLSeconds": 0.05, "scaleUpDelaySeconds": 0})
+        c.kubectl("apply", "--validate=false", "-f", os.path.join(REPO, "crds"))
+        ctl = c.start_controller("--leader-elect=false", "--autoscale-interval", "1", "--scrape-timeout-ms", "500")
+        c.kubectl("apply", "--validate=false", "-f", "-", stdin=json.dumps(md))
+        pods = "/api/v1/namespaces/%s/pods" % NS
+
+        def pod_ip(selector):
+            for p in c.items(pods + "?labelSelector=" + selector):
+                if p.get("status", {}).get("podIP"):
+                    return p["metadata"]["uid"], p["status"]["podIP"]
+            return None
+
+        decode = wait_for(lambda: pod_ip("tandem.dev/pool%3Ddecode"), 30, "the decode pod")
+        router = wait_for(lambda: pod_ip("app.kubernetes.io/component%3Drouter"), 30, "the router pod")
+        agents.start(*decode)
+        # Ready: the pods there now only (a new decode pod stays Pending, so the pool stops at 2).
+        names = [p["metadata"]["name"] for p in c.items(pods)]
+        c.sim.ok("POST", "/sim/pods-ready", {"namespace": NS, "names": names, "ready": True, "sticky": False})
+
+        def planned():
+            st = (c.get(POOLS + "/" + POOL) or {}).get("status", {}).get("autoscaler", {})
+            return st.get("reason") in ("AtTarget", "BelowTargets", "AtMin")
+
+        # The members alone (usage 0.4 of the 0.8 target): one replica is enough.
+        wait_for(planned, 30, "the decode pool planned on its members' gauges")
+        self.assertEqual(c.get(POOLS + "/" + POOL)["spec"]["replicas"], 1)
+
+        # The router: 100 more inter-token latencies in (0.05, 0.1] per scrape, p95 0.0975 s.
+        scrapes = [0]
+
+        def router_exposition():
+            scrapes[0] += 1
+            n = 100 * scrapes[0]
+            labels = 'deployment="%s",pool="router",role="router"' % NAME
+            lines = ["# TYPE tandem_inter_token_latency_seconds histogram"]
+            for le, count in (("0.01", 0), ("0.05", 0), ("0.1", n), ("+Inf", n)):
+                lines.append('tandem_inter_token_latency_seconds_bucket{%s,le="%s"} %d' % (labels, le, count))
+            lines += ["tandem_inter_token_latency_seconds_sum{%s} %g" % (labels, 0.08 * n),
+                      "tandem_inter_token_latency_seconds_count{%s} %d" % (labels, n),
+                      # A router's own gauges, if it had any, have no say in a pool's.
+                      "# TYPE tandem_kv_cache_usage_ratio gauge",
+                      "tandem_kv_cache_usage_ratio{%s} 1" % labels]
+            return ("\n".join(lines) + "\n").encode()
+
+        agents.start(router[0], router[1], router_exposition)
+        try:
+            wait_for(lambda: c.get(POOLS + "/" + POOL)["spec"]["replicas"] == 2, 30, "the decode pool scaled up")
+        except AssertionError as e:
+            raise AssertionError("%s on the router's ITL (router scraped %d times; %s)\n%s" % (
+                e, scrapes[0], c.get(POOLS + "/" + POOL).get("status", {}).get("autoscaler"),
+                c.controller_log(ctl)[-3000:]))
+        self.assertGreaterEqual(scrapes[0], 2)  # a p95 needs an increase: two scrapes at least
+        events = scale_events(c)
+        self.assertEqual([(a, b, r) for a, b, r, _ in events], [(1, 2, "ItlAboveTarget")])
+        self.assertIn("ITL p95", events[0][3]["message"])
+        self.assertIsNone(ctl.poll(), "the controller died")
 
 
 def parse_rfc3339(text):

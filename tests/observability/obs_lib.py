@@ -110,6 +110,22 @@ def metric_names(expr):
     return set(_NAME.findall(_STRING.sub('""', expr)))
 
 
+def autoscaling_example_queries():
+    """[(where, PromQL)] of deploy/examples/autoscaling/: the KEDA triggers' queries and the
+    prometheus-adapter rules' series queries, which read what the agents export."""
+    d = os.path.join(REPO, "deploy", "examples", "autoscaling")
+    out = []
+    with open(os.path.join(d, "keda.yaml")) as f:
+        for doc in yaml.safe_load_all(f):
+            if doc and doc["kind"] == "ScaledObject":
+                for t in doc["spec"]["triggers"]:
+                    out.append(("keda.yaml " + doc["metadata"]["name"], t["metadata"]["query"]))
+    with open(os.path.join(d, "prometheus-adapter-values.yaml")) as f:
+        for rule in yaml.safe_load(f)["rules"]["custom"]:
+            out.append(("prometheus-adapter-values.yaml", rule["seriesQuery"]))
+    return out
+
+
 def load_rules():
     """[(group name, rule)] of the rules file."""
     with open(RULES) as f:

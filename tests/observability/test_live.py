@@ -331,6 +331,9 @@ class LiveTest(unittest.TestCase):
         for group, rule in obs_lib.load_rules():
             for name in obs_lib.metric_names(rule["expr"]):
                 read.setdefault(name, "rule %s" % (rule.get("alert") or rule.get("record")))
+        for where, expr in obs_lib.autoscaling_example_queries():
+            for name in obs_lib.metric_names(expr):
+                read.setdefault(name, where)
         recorded = obs_lib.recorded_names()
         wrong = []
         for name, where in sorted(read.items()):
