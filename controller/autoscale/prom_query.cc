@@ -44,6 +44,7 @@ StatusOr<std::unique_ptr<PrometheusSignalSource>> PrometheusSignalSource::New(
   o.connect_timeout_ms = options.timeout_ms;
   o.request_timeout_ms = options.timeout_ms;
   o.max_idle_connections = std::max(options.max_concurrent_queries, 1);
+  o.max_body_bytes = options.max_answer_bytes;
   ASSIGN_OR_RETURN(std::unique_ptr<kube::HttpClient> client, kube::HttpClient::New(std::move(o)));
   return std::unique_ptr<PrometheusSignalSource>(
       new PrometheusSignalSource(std::move(options), std::move(url), std::move(client)));

@@ -157,7 +157,8 @@ void PodMetricsScraper::SyncClients(const std::vector<PodTarget>& targets) {
     o.user_agent = "tandem-controller/autoscaler";
     o.connect_timeout_ms = options_.timeout_ms;
     o.request_timeout_ms = options_.timeout_ms;
-    o.max_idle_connections = 1;  // one round asks each address once
+    o.max_idle_connections = 1;                         // one round asks each address once
+    o.max_body_bytes = options_.limits.max_body_bytes;  // a bigger body is refused unread
     StatusOr<std::unique_ptr<kube::HttpClient>> client = kube::HttpClient::New(std::move(o));
     if (client.ok()) {
       clients_.emplace(address, std::move(client).value());

@@ -225,12 +225,22 @@ StatusOr<HttpResponse> HttpClient::Do(const HttpRequest& r) {
   HttpResponse response;
   response.status = static_cast<int>(ex.parser->get().result_int());
   response.content_type = std::string(ex.parser->get()[http::field::content_type]);
+  const uint64_t cap = impl_->options.max_body_bytes;
+  bool too_long = false;
   Status s = impl_->ReadBody(*ex.conn, *ex.parser, deadline, [&](std::string_view data) {
+    if (response.body.size() + data.size() > cap) {
+      too_long = true;  // stop reading: ReadBody marks the connection unusable
+      return false;
+    }
     response.body.append(data);
     return true;
   });
-  impl_->Finish(r, ex, s.ok());
+  impl_->Finish(r, ex, s.ok() && !too_long);
   if (!s.ok()) return s;
+  if (too_long) {
+    return Status::InvalidArgument("the response body is over " + std::to_string(cap) + " bytes (" +
+                                   r.method + " " + r.target.substr(0, 128) + ")");
+  }
   return response;
 }
 

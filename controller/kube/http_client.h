@@ -30,6 +30,9 @@ struct HttpClientOptions {
   int64_t connect_timeout_ms = 10'000;
   int64_t request_timeout_ms = 30'000;
   int max_idle_connections = 8;
+  // Do(): a response body longer than this is an error (InvalidArgument) and the rest is not read;
+  // a caller that parses small answers (a pod's /metrics, a Prometheus query) sets its own cap.
+  uint64_t max_body_bytes = 256ull << 20;
 };
 
 struct HttpRequest {

@@ -109,6 +109,35 @@ TEST(HttpClient, ChunkedResponseIsAssembled) {
   EXPECT_EQ(client->connections_opened(), 1u);  // chunked end leaves the connection reusable
 }
 
+TEST(HttpClient, ABodyOverTheCapIsAnErrorAndIsNotReadWhole) {
+  // 256 chunks of 64 KiB: 16 MiB (more than loopback buffers hold) against a 100 KiB cap.
+  std::atomic<int> chunks_written{0};
+  TinyHttpServer server([&](const TinyRequest& r, TinyConnection& c) {
+    if (r.target == "/small") {
+      c.Respond(200, std::string(100 << 10, 'x'));
+      return;
+    }
+    c.StartChunked(200);
+    const std::string chunk(64 << 10, 'x');
+    for (int i = 0; i < 256 && c.WriteChunk(chunk); ++i) ++chunks_written;
+    c.EndChunks();
+  });
+  HttpClientOptions options;
+  options.server = "http://127.0.0.1:" + std::to_string(server.port());
+  options.max_body_bytes = 100 << 10;
+  StatusOr<std::unique_ptr<HttpClient>> client = HttpClient::New(options);
+  ASSERT_TRUE(client.ok());
+  StatusOr<HttpResponse> r = (*client)->Do(Get("/big"));
+  ASSERT_EQ(r.status().code(), StatusCode::kInvalidArgument) << r.status().ToString();
+  EXPECT_NE(r.status().message().find("over 102400 bytes"), std::string::npos) << r.status().ToString();
+  // Exactly the cap is fine, and the client is usable afterwards (a fresh connection).
+  StatusOr<HttpResponse> small = (*client)->Do(Get("/small"));
+  ASSERT_TRUE(small.ok()) << small.status().ToString();
+  EXPECT_EQ(small->body.size(), 100u << 10);
+  EXPECT_EQ((*client)->connections_opened(), 2u);
+  EXPECT_LT(chunks_written.load(), 256);  // the server could not send it all: nobody read the rest
+}
+
 TEST(HttpClient, ServerThatNeverAnswersHitsTheDeadline) {
   std::unique_ptr<TinyHttpServer> server;
   server =
