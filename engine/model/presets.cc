@@ -157,6 +157,28 @@ ModelConfig BenchWide() {
   return c;
 }
 
+// GLM 5.2's structure at `bench`'s width: 256 routed experts top-8 + 1 shared, the DSA indexer
+// (4 heads x 64, top-k 256 of the cached tokens) on every layer, hidden 256, 4 layers (1 dense).
+// The dense MLP width holds routed / non-expert parameters near GLM 5.2's own ratio.
+ModelConfig BenchGlm() {
+  ModelConfig c = Glm52();
+  c.hidden_size = 256;
+  c.num_hidden_layers = 4;
+  c.first_k_dense_replace = 1;
+  c.vocab_size = 1024;
+  c.max_position_embeddings = 8192;
+  c.num_attention_heads = 4;
+  c.q_lora_rank = 64;
+  c.kv_lora_rank = 64;
+  c.qk_rope_head_dim = 32;
+  c.qk_nope_head_dim = 64;
+  c.v_head_dim = 64;
+  c.intermediate_size = 2432;
+  c.moe_intermediate_size = 256;
+  c.indexer = {.n_heads = 4, .head_dim = 64, .topk = 256, .full_layers = std::vector<bool>(4, true)};
+  return c;
+}
+
 std::string Size(int64_t bytes) {
   char buf[32];
   if (bytes >= 1'000'000'000)
@@ -180,7 +202,7 @@ std::string Count(int64_t n) {
 }  // namespace
 
 std::vector<std::string> PresetNames() {
-  return {"kimi-k2.6", "glm-5.2", "tiny", "tiny-glm", "bench", "bench-wide"};
+  return {"kimi-k2.6", "glm-5.2", "tiny", "tiny-glm", "bench", "bench-wide", "bench-glm"};
 }
 
 StatusOr<ModelConfig> Preset(std::string_view name) {
@@ -197,6 +219,8 @@ StatusOr<ModelConfig> Preset(std::string_view name) {
     c = Bench();
   else if (name == "bench-wide")
     c = BenchWide();
+  else if (name == "bench-glm")
+    c = BenchGlm();
   else {
     std::string all;
     for (const std::string& n : PresetNames()) all += (all.empty() ? "" : ", ") + n;

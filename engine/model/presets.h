@@ -9,6 +9,8 @@
 //   bench-wide bench at hidden 1024 (experts 1024 x 256), same ratio (~86), ~0.92B parameters
 //              (1.8 GB bf16, 0.53 GB int4): batch-1 bandwidth benchmarks with matrices long enough
 //              to stream
+//   bench-glm  glm_moe_dsa (DSA indexer on every layer) with GLM's 256 experts / top-8 and GLM's
+//              routed-expert to non-expert ratio (~38) at bench's width: the GLM-shaped benchmarks
 
 #include <string>
 #include <string_view>

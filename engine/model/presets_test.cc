@@ -104,6 +104,20 @@ TEST(PresetsTest, BenchWideIsBenchWiderWithKimisExpertRatio) {
   EXPECT_LE(CheckpointBytes(wide, WeightScheme::kBf16), 2'500'000'000);
 }
 
+TEST(PresetsTest, BenchGlmHasGlmsStructureAndExpertRatio) {
+  const ParameterCounts glm = CountParameters(MustPreset("glm-5.2"));
+  const ModelConfig bench = MustPreset("bench-glm");
+  const ParameterCounts p = CountParameters(bench);
+  std::printf("routed-expert : non-expert parameters: glm-5.2 %.2f, bench-glm %.2f\n", glm.ExpertRatio(),
+              p.ExpertRatio());
+  EXPECT_NEAR(p.ExpertRatio(), glm.ExpertRatio(), glm.ExpertRatio() * 0.05);
+  EXPECT_EQ(bench.architecture, Architecture::kGlmMoeDsa);
+  EXPECT_TRUE(bench.has_indexer());
+  EXPECT_EQ(bench.n_routed_experts, 256);
+  EXPECT_EQ(bench.num_experts_per_tok, 8);
+  EXPECT_LE(CheckpointBytes(bench, WeightScheme::kBf16), 900'000'000);
+}
+
 TEST(PresetsTest, TinyPresetsAreAFewMegabytes) {
   for (const char* name : {"tiny", "tiny-glm"}) {
     const ModelConfig c = MustPreset(name);
