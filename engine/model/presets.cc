@@ -118,19 +118,24 @@ ModelConfig TinyGlm() {
 }
 
 // Kimi's expert count and top-k at 1/28 of its width: routed / non-expert parameters ~87 (Kimi 86.6).
+// `bench`'s width and attention (shared by bench and bench-glm): hidden 256, 4 layers, 4 heads.
+void SetBenchWidth(ModelConfig* c) {
+  c->hidden_size = 256;
+  c->num_hidden_layers = 4;
+  c->vocab_size = 1024;
+  c->max_position_embeddings = 8192;
+  c->num_attention_heads = 4;
+  c->q_lora_rank = 64;
+  c->kv_lora_rank = 64;
+  c->qk_rope_head_dim = 32;
+  c->qk_nope_head_dim = 64;
+  c->v_head_dim = 64;
+}
+
 ModelConfig Bench() {
   ModelConfig c = KimiK26();
   c.model_type = "deepseek_v3";
-  c.hidden_size = 256;
-  c.num_hidden_layers = 4;
-  c.vocab_size = 1024;
-  c.max_position_embeddings = 8192;
-  c.num_attention_heads = 4;
-  c.q_lora_rank = 64;
-  c.kv_lora_rank = 64;
-  c.qk_rope_head_dim = 32;
-  c.qk_nope_head_dim = 64;
-  c.v_head_dim = 64;
+  SetBenchWidth(&c);
   c.intermediate_size = 704;
   c.moe_intermediate_size = 256;
   c.rope.original_max_position_embeddings = 512;
@@ -162,17 +167,8 @@ ModelConfig BenchWide() {
 // The dense MLP width holds routed / non-expert parameters near GLM 5.2's own ratio.
 ModelConfig BenchGlm() {
   ModelConfig c = Glm52();
-  c.hidden_size = 256;
-  c.num_hidden_layers = 4;
+  SetBenchWidth(&c);
   c.first_k_dense_replace = 1;
-  c.vocab_size = 1024;
-  c.max_position_embeddings = 8192;
-  c.num_attention_heads = 4;
-  c.q_lora_rank = 64;
-  c.kv_lora_rank = 64;
-  c.qk_rope_head_dim = 32;
-  c.qk_nope_head_dim = 64;
-  c.v_head_dim = 64;
   c.intermediate_size = 2432;
   c.moe_intermediate_size = 256;
   c.indexer = {.n_heads = 4, .head_dim = 64, .topk = 256, .full_layers = std::vector<bool>(4, true)};
