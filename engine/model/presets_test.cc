@@ -74,29 +74,30 @@ TEST(PresetsTest, Glm52MemoryMath) {
               fp8_gib, int4_gib);
 }
 
+// A benchmark preset scaled down from `full`: its routed-expert : non-expert ratio within
+// `tolerance` (relative) of the full model's, and `experts` routed experts, top-`top_k`.
+ModelConfig ExpectScaledExperts(const std::string& name, const std::string& full, double tolerance,
+                                int64_t experts, int64_t top_k) {
+  const ParameterCounts reference = CountParameters(MustPreset(full));
+  const ModelConfig c = MustPreset(name);
+  const ParameterCounts p = CountParameters(c);
+  std::printf("routed-expert : non-expert parameters: %s %.2f, %s %.2f (%.3gB parameters)\n", full.c_str(),
+              reference.ExpertRatio(), name.c_str(), p.ExpertRatio(), p.total / 1e9);
+  EXPECT_NEAR(p.ExpertRatio(), reference.ExpertRatio(), reference.ExpertRatio() * tolerance) << name;
+  EXPECT_EQ(c.n_routed_experts, experts) << name;
+  EXPECT_EQ(c.num_experts_per_tok, top_k) << name;
+  return c;
+}
+
 TEST(PresetsTest, BenchHasKimisExpertRatio) {
-  const ParameterCounts kimi = CountParameters(MustPreset("kimi-k2.6"));
-  const ModelConfig bench = MustPreset("bench");
-  const ParameterCounts p = CountParameters(bench);
-  std::printf("routed-expert : non-expert parameters: kimi-k2.6 %.2f, bench %.2f\n", kimi.ExpertRatio(),
-              p.ExpertRatio());
-  EXPECT_NEAR(p.ExpertRatio(), kimi.ExpertRatio(), kimi.ExpertRatio() * 0.01);
-  EXPECT_EQ(bench.n_routed_experts, 384);
-  EXPECT_EQ(bench.num_experts_per_tok, 8);
+  const ModelConfig bench = ExpectScaledExperts("bench", "kimi-k2.6", 0.01, 384, 8);
   const int64_t bf16 = CheckpointBytes(bench, WeightScheme::kBf16);
   EXPECT_GE(bf16, 200'000'000);  // "hundreds of MB"
   EXPECT_LE(bf16, 900'000'000);
 }
 
 TEST(PresetsTest, BenchWideIsBenchWiderWithKimisExpertRatio) {
-  const ParameterCounts kimi = CountParameters(MustPreset("kimi-k2.6"));
-  const ModelConfig wide = MustPreset("bench-wide");
-  const ParameterCounts p = CountParameters(wide);
-  std::printf("bench-wide: routed-expert : non-expert %.2f, %.3gB parameters\n", p.ExpertRatio(),
-              p.total / 1e9);
-  EXPECT_NEAR(p.ExpertRatio(), kimi.ExpertRatio(), kimi.ExpertRatio() * 0.01);
-  EXPECT_EQ(wide.n_routed_experts, 384);
-  EXPECT_EQ(wide.num_experts_per_tok, 8);
+  const ModelConfig wide = ExpectScaledExperts("bench-wide", "kimi-k2.6", 0.01, 384, 8);
   EXPECT_GE(wide.hidden_size, 1024);
   EXPECT_EQ(wide.num_hidden_layers, MustPreset("bench").num_hidden_layers);
   // Larger than a 300 MiB L3 even in int4; small enough for a 24 GiB machine in bf16.
@@ -105,16 +106,9 @@ TEST(PresetsTest, BenchWideIsBenchWiderWithKimisExpertRatio) {
 }
 
 TEST(PresetsTest, BenchGlmHasGlmsStructureAndExpertRatio) {
-  const ParameterCounts glm = CountParameters(MustPreset("glm-5.2"));
-  const ModelConfig bench = MustPreset("bench-glm");
-  const ParameterCounts p = CountParameters(bench);
-  std::printf("routed-expert : non-expert parameters: glm-5.2 %.2f, bench-glm %.2f\n", glm.ExpertRatio(),
-              p.ExpertRatio());
-  EXPECT_NEAR(p.ExpertRatio(), glm.ExpertRatio(), glm.ExpertRatio() * 0.05);
+  const ModelConfig bench = ExpectScaledExperts("bench-glm", "glm-5.2", 0.05, 256, 8);
   EXPECT_EQ(bench.architecture, Architecture::kGlmMoeDsa);
   EXPECT_TRUE(bench.has_indexer());
-  EXPECT_EQ(bench.n_routed_experts, 256);
-  EXPECT_EQ(bench.num_experts_per_tok, 8);
   EXPECT_LE(CheckpointBytes(bench, WeightScheme::kBf16), 900'000'000);
 }
 
