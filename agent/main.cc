@@ -47,6 +47,7 @@ void Usage(FILE* out) {
       "  --deployment NAME --pool NAME            metric labels\n"
       "  --transfer-timeout-ms N  --shutdown-grace-ms N\n"
       "  --no-page-tags           integrity off (page tags are on by default)\n"
+      "  --no-transfer-checksum   KV transfers unchecksummed (on by default)\n"
       "  --no-prefix-cache        no prefix sharing on prefill members\n"
       "  --enable-fault-injection honour x-tandem-fault (tests only)\n");
 }
@@ -138,7 +139,7 @@ int main(int argc, char** argv) {
   std::string config_path;
   bool check_only = false;
   std::vector<std::pair<std::string, const char*>> flags;
-  bool fault_injection = false, no_page_tags = false, no_prefix_cache = false;
+  bool fault_injection = false, no_page_tags = false, no_prefix_cache = false, no_transfer_checksum = false;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--help" || arg == "-h") {
@@ -152,6 +153,8 @@ int main(int argc, char** argv) {
       no_page_tags = true;
     } else if (arg == "--no-prefix-cache") {
       no_prefix_cache = true;
+    } else if (arg == "--no-transfer-checksum") {
+      no_transfer_checksum = true;
     } else if (arg == "--config" && i + 1 < argc) {
       config_path = argv[++i];
     } else if (arg.rfind("--", 0) == 0 && i + 1 < argc) {
@@ -215,6 +218,7 @@ int main(int argc, char** argv) {
   config.fault_injection = fault_injection;
   if (no_page_tags) config.page_tags = false;
   if (no_prefix_cache) config.prefix_cache = false;
+  if (no_transfer_checksum) config.transfer_checksum = false;
   if (Status st = tandem::agent::ValidateAgentConfig(config); !st.ok()) {
     std::fprintf(stderr, "tandem-agent: %s\n", st.ToString().c_str());
     return 1;

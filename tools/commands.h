@@ -13,5 +13,6 @@ int RunQuantize(const std::vector<std::string>& args);
 int RunMakeModel(const std::vector<std::string>& args);
 int RunGenerate(const std::vector<std::string>& args);
 int RunLocal(const std::vector<std::string>& args);
+int RunBench(const std::vector<std::string>& args);
 
 }  // namespace tandem::tools

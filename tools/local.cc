@@ -39,7 +39,8 @@ constexpr char kUsage[] =
     "                    [--decode-weights bf16|fp8|int4 (int4)] [--decode-kv bf16|fp8_e4m3 (fp8_e4m3)]\n"
     "                    [--api-key KEY] [--threads N (per agent)] [--kv-cache-bytes N]\n"
     "                    [--transfer-timeout-ms N] [--ready-file PATH] [--agent PATH]\n"
-    "                    [--no-prefix-cache] [--enable-fault-injection (tests: honour x-tandem-fault)]\n";
+    "                    [--no-prefix-cache] [--no-page-tags] [--no-transfer-checksum]\n"
+    "                    [--enable-fault-injection (tests: honour x-tandem-fault)]\n";
 
 struct LocalArgs {
   std::string model = "models/tiny";
@@ -55,13 +56,20 @@ struct LocalArgs {
   std::string agent;
   bool fault_injection = false;
   bool no_prefix_cache = false;
+  bool no_page_tags = false;
+  bool no_transfer_checksum = false;
 };
 
 bool ParseArgs(const std::vector<std::string>& args, LocalArgs* out) {
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& flag = args[i];
-    if (flag == "--enable-fault-injection" || flag == "--no-prefix-cache") {
-      (flag == "--no-prefix-cache" ? out->no_prefix_cache : out->fault_injection) = true;
+    bool* switch_flag = flag == "--enable-fault-injection" ? &out->fault_injection
+                        : flag == "--no-prefix-cache"      ? &out->no_prefix_cache
+                        : flag == "--no-page-tags"         ? &out->no_page_tags
+                        : flag == "--no-transfer-checksum" ? &out->no_transfer_checksum
+                                                           : nullptr;
+    if (switch_flag != nullptr) {
+      *switch_flag = true;
       continue;
     }
     if (i + 1 >= args.size()) return false;
@@ -171,6 +179,8 @@ int RunLocal(const std::vector<std::string>& raw) {
     }
     if (args.fault_injection) a.push_back("--enable-fault-injection");
     if (args.no_prefix_cache) a.push_back("--no-prefix-cache");
+    if (args.no_page_tags) a.push_back("--no-page-tags");
+    if (args.no_transfer_checksum) a.push_back("--no-transfer-checksum");
     return a;
   };
   std::vector<std::string> prefill_endpoints, decode_endpoints;

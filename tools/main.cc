@@ -1,5 +1,5 @@
-// `tandem`: the command line (subcommands `version`, `demo`, `quantize`, `local`; later `bench`,
-// `eval`, `make-model` as the roadmap lands them).
+// `tandem`: the command line (subcommands `version`, `demo`, `quantize`, `local`, `make-model`, `generate`,
+// `bench`).
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -27,6 +27,8 @@ constexpr Subcommand kSubcommands[] = {
      tandem::tools::RunGenerate},
     {"local", "the disaggregated stack on loopback: router + prefill + decode agents (OpenAI API)",
      tandem::tools::RunLocal},
+    {"bench", "production's KV, weights, integrity and serving tables measured on this machine",
+     tandem::tools::RunBench},
 };
 
 void Usage(FILE* out) {
