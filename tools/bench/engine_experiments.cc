@@ -38,9 +38,6 @@ std::vector<int> Concurrencies(const Options& o) {
   if (o.quick) return {1, 4};
   return {1, 8, 16, 32, 64};
 }
-int Pick(int given, int quick, int full, const Options& o) {
-  return given > 0 ? given : o.quick ? quick : full;
-}
 
 // ---- kv-capacity ------------------------------------------------------------------------------
 

@@ -28,7 +28,7 @@ struct Options {
   int64_t context = 0;
 
   // serve / integrity: the endpoint and the load.
-  std::string url;      // http://host:port (serve: required unless started by integrity)
+  std::string url;      // http://host:port (serve: empty starts a tandem local of its own)
   std::string api_key;  // Authorization: Bearer
   std::string model_name;
   std::vector<double> rates;  // requests/s sweep (open loop, Poisson); empty: concurrency sweep
@@ -39,8 +39,12 @@ struct Options {
   double slo_itl_s = 0;
   double slo_e2e_s = 0;
   uint64_t seed = 1;
-  std::string tandem_binary;  // integrity: the `tandem` to start `tandem local` with
 };
+
+// A size: the flag's value when given, else the experiment's --quick or full default.
+inline int Pick(int given, int quick, int full, const Options& o) {
+  return given > 0 ? given : o.quick ? quick : full;
+}
 
 StatusOr<Report> RunKvCapacity(const Options& options);
 StatusOr<Report> RunKvDecode(const Options& options);

@@ -29,8 +29,7 @@ namespace fs = std::filesystem;
 using Json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
-StatusOr<std::string> TandemBinary(const Options& o) {
-  if (!o.tandem_binary.empty()) return o.tandem_binary;
+StatusOr<std::string> TandemBinary() {
   char buf[PATH_MAX];
   const ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
   if (n <= 0) return Status::NotFound("cannot find this tandem binary (/proc/self/exe)");
@@ -46,8 +45,8 @@ StatusOr<std::string> LocalModel(const Options& o) {
   MakeModelOptions mm;
   mm.out_dir = dir;
   mm.seed = 1;
-  ASSIGN_OR_RETURN(const MakeModelReport made, MakeModel(mm));
-  (void)made;
+  const StatusOr<MakeModelReport> made = MakeModel(mm);
+  RETURN_IF_ERROR(made.status());
   return dir;
 }
 
@@ -57,7 +56,7 @@ class LocalStack {
  public:
   static StatusOr<std::unique_ptr<LocalStack>> Start(const Options& o, const std::string& label, int prefill,
                                                      int decode, const std::vector<std::string>& extra) {
-    ASSIGN_OR_RETURN(const std::string tandem, TandemBinary(o));
+    ASSIGN_OR_RETURN(const std::string tandem, TandemBinary());
     ASSIGN_OR_RETURN(const std::string model, LocalModel(o));
     std::error_code ec;
     fs::create_directories(o.out, ec);
@@ -134,10 +133,6 @@ class LocalStack {
   Endpoint endpoint_;
   std::string model_;
 };
-
-int Pick(int given, int quick, int full, const Options& o) {
-  return given > 0 ? given : o.quick ? quick : full;
-}
 
 Cell Ms(double v) { return Num(v, v < 10 ? 2 : 1); }
 
