@@ -8,6 +8,7 @@
 
 #include "engine/formats/float_codecs.h"
 #include "engine/formats/weights.h"
+#include "engine/kernels/cpu/matmul_test_paths.h"
 
 namespace tandem::engine::kernels::cpu {
 namespace {
@@ -54,7 +55,9 @@ std::vector<float> RandomRows(int64_t m, int64_t k, uint32_t seed) {
 }
 
 // The tasks of a MoE layer and more: every format, shared and separate activations, decode sizes
-// (one ParallelFor) and a prefill size (the GEMM path), row counts that do not divide the grain.
+// (one ParallelFor) and a prefill size (the GEMM path), row counts that do not divide the grain,
+// on every path this CPU runs (a batch splits rows differently from a lone Matmul, so a kernel
+// whose row blocks and leftover rows sum in different orders differs here).
 TEST(MatmulBatchTest, EveryOutputEqualsItsOwnMatmulBitForBit) {
   const int64_t k = 200;
   const WeightFormat formats[] = {WeightFormat::kBf16, WeightFormat::kFp8Block128,
@@ -68,24 +71,27 @@ TEST(MatmulBatchTest, EveryOutputEqualsItsOwnMatmulBitForBit) {
     xs.push_back(RandomRows(ms[i], k, 200 + i));
   }
   const std::vector<float> shared_x = RandomRows(1, k, 7);
-  for (int threads : {1, 2, 3}) {
-    ThreadPool pool(threads);
-    std::vector<MatmulTask> tasks;
-    std::vector<std::vector<float>> got(9), want(9);
-    for (int i = 0; i < 9; ++i) {
-      // Tasks 6..8 reuse weights 0..2 against one activation row they all share.
-      const PackedWeight& w = weights[i < 6 ? i : i - 6];
-      const float* x = i < 6 ? xs[i].data() : shared_x.data();
-      const int64_t m = i < 6 ? ms[i] : 1;
-      got[i].assign(static_cast<size_t>(m * w.rows()), -1.0f);
-      want[i].assign(got[i].size(), -2.0f);
-      tasks.push_back({&w, x, m, got[i].data()});
-      ASSERT_TRUE(Matmul(w, x, m, want[i].data(), &pool).ok());
-    }
-    ASSERT_TRUE(MatmulBatch(tasks, &pool).ok());
-    for (int i = 0; i < 9; ++i) {
-      ASSERT_EQ(std::memcmp(got[i].data(), want[i].data(), got[i].size() * sizeof(float)), 0)
-          << "task " << i << " threads " << threads;
+  for (const testing_paths::Path& path : testing_paths::Paths()) {
+    SCOPED_TRACE(path.name);
+    for (int threads : {1, 2, 3}) {
+      ThreadPool pool(threads);
+      std::vector<MatmulTask> tasks;
+      std::vector<std::vector<float>> got(9), want(9);
+      for (int i = 0; i < 9; ++i) {
+        // Tasks 6..8 reuse weights 0..2 against one activation row they all share.
+        const PackedWeight& w = weights[i < 6 ? i : i - 6];
+        const float* x = i < 6 ? xs[i].data() : shared_x.data();
+        const int64_t m = i < 6 ? ms[i] : 1;
+        got[i].assign(static_cast<size_t>(m * w.rows()), -1.0f);
+        want[i].assign(got[i].size(), -2.0f);
+        tasks.push_back({&w, x, m, got[i].data()});
+        ASSERT_TRUE(Matmul(w, x, m, want[i].data(), &pool, path.options).ok());
+      }
+      ASSERT_TRUE(MatmulBatch(tasks, &pool, path.options).ok());
+      for (int i = 0; i < 9; ++i) {
+        ASSERT_EQ(std::memcmp(got[i].data(), want[i].data(), got[i].size() * sizeof(float)), 0)
+            << "task " << i << " threads " << threads;
+      }
     }
   }
 }

@@ -129,9 +129,13 @@ template <Fp8Path P, int M, int R>
 void BlockKernels::Fp8BlockAs(const PackedWeight& w, const float* x, float* y, int64_t n) {
   constexpr float kUnscale = P == Fp8Path::kHalf ? kHalfDecodeUnscale : kDirectDecodeUnscale;
   constexpr float kActivationUnscale = P == Fp8Path::kHalf ? kFp8ActivationUnscale : kFp8DirectUnscale;
-  // Accumulator chains per activation row (a step covers 32 weights); 8 rows in flight are 8 chains
-  // already, and 16 accumulators would not leave AVX2's 16 registers any room.
-  constexpr int kC = R >= 8 ? 1 : kChains<M>;
+  // Accumulator chains per activation row (a step covers 32 weights). One activation row streams
+  // 8 weight rows, 8 chains already (16 accumulators would not leave AVX2's 16 registers any room),
+  // so it takes one chain per row; the leftover rows (R = 1) take one too, so that a row sums in
+  // the same order whichever block it falls in: MatmulBatch splits rows differently from Matmul
+  // and must give the same bits.
+  constexpr int kC = M == 1 ? 1 : kChains<M>;
+  static_assert(M > 1 || kFp8RowsForOneActivation >= 8, "one chain only where rows fill the FMA pipes");
   static_assert(kFp8BlockSize % 32 == 0, "a step never straddles a scale block");
   const int64_t k_total = w.cols(), n_total = w.rows(), scale_cols = Fp8ScaleCols(k_total);
   const uint8_t* rows[R];
