@@ -105,16 +105,23 @@ PY
   echo "install-deps: helm $helm_version installed (.venv/bin/helm)"
 fi
 
-# checkov for tests/deploy/ in an environment of its own, .venv/checkov/ (scripts/requirements-checkov.txt
-# says why), rebuilt only when that file changes.
-checkov_venv="$venv/checkov"
-checkov_requirements="$root/scripts/requirements-checkov.txt"
-checkov_want="$(sha256sum "$checkov_requirements" | cut -d' ' -f1)"
-if [ -x "$checkov_venv/bin/checkov" ] && [ "$(cat "$checkov_venv/.requirements.sha256" 2>/dev/null)" = "$checkov_want" ]; then
-  echo "install-deps: checkov present (.venv/checkov/)"
-else
-  echo "install-deps: installing checkov into .venv/checkov/"
-  "${python:-/usr/bin/python3}" -m venv "$checkov_venv"
-  "$checkov_venv/bin/python" -m pip install -q --disable-pip-version-check -r "$checkov_requirements"
-  echo "$checkov_want" >"$checkov_venv/.requirements.sha256"
-fi
+# A pinned tool in an environment of its own, .venv/NAME/, rebuilt only when its requirements file
+# changes: pinned_venv NAME EXECUTABLE REQUIREMENTS.
+pinned_venv() {
+  local name="$1" exe="$2" requirements="$3"
+  local dir="$venv/$name"
+  local want
+  want="$(sha256sum "$requirements" | cut -d' ' -f1)"
+  if [ -x "$dir/bin/$exe" ] && [ "$(cat "$dir/.requirements.sha256" 2>/dev/null)" = "$want" ]; then
+    echo "install-deps: $name present (.venv/$name/)"
+  else
+    echo "install-deps: installing $name into .venv/$name/"
+    "${python:-/usr/bin/python3}" -m venv "$dir"
+    "$dir/bin/python" -m pip install -q --disable-pip-version-check -r "$requirements"
+    echo "$want" >"$dir/.requirements.sha256"
+  fi
+}
+# checkov for tests/deploy/ (scripts/requirements-checkov.txt says why it stands apart).
+pinned_venv checkov checkov "$root/scripts/requirements-checkov.txt"
+# aiperf, the real benchmark client tests/tools/test_bench_aiperf.py runs against tandem local.
+pinned_venv aiperf aiperf "$root/scripts/requirements-aiperf.txt"

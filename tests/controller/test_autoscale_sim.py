@@ -449,7 +449,9 @@ class RouterLatencyTest(unittest.TestCase):
                 e, scrapes[0], c.get(POOLS + "/" + POOL).get("status", {}).get("autoscaler"),
                 c.controller_log(ctl)[-3000:]))
         self.assertGreaterEqual(scrapes[0], 2)  # a p95 needs an increase: two scrapes at least
-        events = scale_events(c)
+        # The controller writes the pool's spec first and its ScaledUp Event after: a reader can
+        # see replicas 2 a moment before the Event exists.
+        events = wait_for(lambda: scale_events(c) or None, 10, "the ScaledUp event")
         self.assertEqual([(a, b, r) for a, b, r, _ in events], [(1, 2, "ItlAboveTarget")])
         self.assertIn("ITL p95", events[0][3]["message"])
         self.assertIsNone(ctl.poll(), "the controller died")
