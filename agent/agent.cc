@@ -172,6 +172,18 @@ struct Agent::Impl {
     }
   }
 
+  // The router's in-flight requests and the members it polled last.
+  void UpdateRouterMetrics() {
+    metrics->SetRequests(router->in_flight(), 0);
+    auto count = [&](metrics::MemberPool pool, const std::vector<MemberStatus>& members) {
+      const int64_t ready =
+          std::count_if(members.begin(), members.end(), [](const MemberStatus& m) { return m.healthy; });
+      metrics->SetRouterMembers(pool, ready, static_cast<int64_t>(members.size()) - ready);
+    };
+    count(metrics::MemberPool::kPrefill, router->prefill_members());
+    count(metrics::MemberPool::kDecode, router->decode_members());
+  }
+
   void StatsLoop() {
     std::unique_lock<std::mutex> lock(mu);
     while (!stopping) {
@@ -182,7 +194,7 @@ struct Agent::Impl {
         host->loop().Wake();
         metrics->UpdateFromEngine(host->loop().Stats());
       }
-      if (router) metrics->SetRequests(router->in_flight(), 0);
+      if (router) UpdateRouterMetrics();
       lock.lock();
       cv.wait_for(lock, kStatsPeriod, [&] { return stopping; });
     }
@@ -193,6 +205,7 @@ struct Agent::Impl {
       w.Send(405, "text/plain", "method not allowed\n", {{"Allow", "GET"}});
     } else if (req.path == "/metrics") {
       if (host) metrics->UpdateFromEngine(host->loop().Stats());
+      if (router) UpdateRouterMetrics();
       w.Send(200, "text/plain; version=0.0.4; charset=utf-8", metrics->Serialize());
     } else if (req.path == "/healthz") {
       w.Send(200, "text/plain", "ok\n");

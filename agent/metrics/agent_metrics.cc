@@ -99,6 +99,25 @@ std::string_view TransferFailureName(TransferFailure reason) {
   return "unknown";
 }
 
+// tandem_router_members{target_pool,state}, registered on a router only: [pool][ready, not ready].
+using RouterMemberGauges = std::array<std::array<Gauge*, 2>, 2>;
+RouterMemberGauges MakeRouterMembers(Registry& r, const Labels& constant) {
+  RouterMemberGauges out{};
+  if (constant.at("role") != "router") return out;
+  auto& family =
+      prometheus::BuildGauge()
+          .Name("tandem_router_members")
+          .Help("Pool members the router polled last, by pool and whether they said they were ready.")
+          .Labels(constant)
+          .Register(r);
+  for (const MemberPool pool : {MemberPool::kPrefill, MemberPool::kDecode}) {
+    const std::string name = pool == MemberPool::kPrefill ? "prefill" : "decode";
+    out[static_cast<size_t>(pool)] = {&family.Add({{"target_pool", name}, {"state", "ready"}}),
+                                      &family.Add({{"target_pool", name}, {"state", "not_ready"}})};
+  }
+  return out;
+}
+
 struct AgentMetrics::Impl {
   explicit Impl(Labels c) : constant(std::move(c)) {}
 
@@ -162,6 +181,7 @@ struct AgentMetrics::Impl {
   Histogram& transfer_seconds =
       MakeHistogram(r, constant, "tandem_kv_transfer_seconds",
                     "Time one request's KV transfer took, first page to commit.", TransferBuckets());
+  const RouterMemberGauges router_members = MakeRouterMembers(r, constant);
 
   std::mutex mu;
   EngineStats prev;  // GUARDED_BY(mu): the baseline of every engine-fed counter
@@ -216,6 +236,13 @@ void AgentMetrics::SetRequests(int64_t running, int64_t waiting) {
 void AgentMetrics::CountFinished(FinishReason reason) {
   const size_t i = static_cast<size_t>(reason);
   if (i < kNumFinishReasons) impl_->finished[i]->Increment();
+}
+
+void AgentMetrics::SetRouterMembers(MemberPool pool, int64_t ready, int64_t not_ready) {
+  const std::array<Gauge*, 2>& g = impl_->router_members[static_cast<size_t>(pool)];
+  if (g[0] == nullptr) return;  // not a router
+  g[0]->Set(static_cast<double>(ready));
+  g[1]->Set(static_cast<double>(not_ready));
 }
 
 void AgentMetrics::ObserveTimeToFirstToken(double seconds) { impl_->ttft.Observe(seconds); }

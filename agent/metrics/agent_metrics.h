@@ -13,6 +13,8 @@
 //              tandem_prefix_cache_hits_total
 //   histograms tandem_time_to_first_token_seconds, tandem_inter_token_latency_seconds,
 //              tandem_e2e_request_latency_seconds, tandem_kv_transfer_seconds
+//   router     tandem_router_members{target_pool,state}: the pool members the router polled last,
+//              ready or not (only a router has these series)
 //
 // Engine-backed roles feed UpdateFromEngine with EngineLoop::Stats() snapshots (counters advance
 // by the difference from the previous snapshot, so they stay monotonic); the router, which has no
@@ -44,6 +46,8 @@ std::string_view TransferFailureName(TransferFailure reason);  // "tag_mismatch"
 
 enum class TransferDirection : uint8_t { kIn, kOut };  // label direction="in" | "out"
 
+enum class MemberPool : uint8_t { kPrefill, kDecode };  // label target_pool="prefill" | "decode"
+
 class AgentMetrics {
  public:
   AgentMetrics(std::string deployment, std::string pool, std::string role);
@@ -62,6 +66,8 @@ class AgentMetrics {
   // Router (no engine): in-flight and queued requests, and one finished request.
   void SetRequests(int64_t running, int64_t waiting);
   void CountFinished(engine::runtime::FinishReason reason);
+  // Router: the members of one pool it polled last, ready or not. No-op on other roles.
+  void SetRouterMembers(MemberPool pool, int64_t ready, int64_t not_ready);
 
   void ObserveTimeToFirstToken(double seconds);
   void ObserveInterTokenLatency(double seconds);

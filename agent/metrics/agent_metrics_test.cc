@@ -234,6 +234,21 @@ TEST(AgentMetricsTest, RouterSetsRequestsAndCountsEveryFinishReason) {
   }
 }
 
+TEST(AgentMetricsTest, OnlyARouterHasMemberSeries) {
+  AgentMetrics router("d", "p", "router");
+  router.SetRouterMembers(MemberPool::kPrefill, 2, 1);
+  router.SetRouterMembers(MemberPool::kDecode, 3, 0);
+  const std::string t = router.Serialize();
+  const std::string labels = R"(deployment="d",pool="p",role="router",)";
+  EXPECT_EQ(Value(t, "tandem_router_members{" + labels + R"(state="ready",target_pool="prefill"})"), "2");
+  EXPECT_EQ(Value(t, "tandem_router_members{" + labels + R"(state="not_ready",target_pool="prefill"})"), "1");
+  EXPECT_EQ(Value(t, "tandem_router_members{" + labels + R"(state="ready",target_pool="decode"})"), "3");
+  EXPECT_EQ(Value(t, "tandem_router_members{" + labels + R"(state="not_ready",target_pool="decode"})"), "0");
+  AgentMetrics decode("d", "p", "decode");
+  decode.SetRouterMembers(MemberPool::kDecode, 3, 0);  // a no-op
+  EXPECT_EQ(decode.Serialize().find("tandem_router_members"), std::string::npos);
+}
+
 TEST(AgentMetricsTest, TransferFailuresComeFromTheEngineAndTheAgent) {
   AgentMetrics m("d", "p", "decode");
   EngineStats s;

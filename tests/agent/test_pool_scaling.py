@@ -31,7 +31,7 @@ AGENT = os.environ.get("TANDEM_AGENT", "")
 MODEL = sys.argv.pop(1) if len(sys.argv) > 1 else ""
 REFRESH_MS = 2000  # long enough that requests reach a draining member before the router's next poll
 GRACE_MS = 60000
-MAX_TOKENS = 600  # long enough that the drains last a few seconds on the tiny model
+MAX_TOKENS = 900  # long enough that the drains last a second or more on the tiny model (context 1024)
 REQUESTS = 32
 
 
@@ -59,6 +59,18 @@ def metric(port, name):
     total = 0.0
     for line in text.splitlines():
         if line.startswith(name) and line[len(name):len(name) + 1] in ("{", " "):
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+def series(port, name, **labels):
+    """The sum of the samples of `name` on /metrics whose labels include `labels`."""
+    code, text = http_get(port, "/metrics")
+    assert code == 200, (code, text)
+    want = ['%s="%s"' % kv for kv in labels.items()]
+    total = 0.0
+    for line in text.splitlines():
+        if line.startswith(name + "{") and all(w in line.split("}")[0] for w in want):
             total += float(line.rsplit(" ", 1)[1])
     return total
 
@@ -131,6 +143,12 @@ class PoolScalingTest(unittest.TestCase):
         cls.members = [cls.prefill, *cls.decodes, cls.router]
         for m in cls.members:
             m.wait_ready()
+        # Each member is ready; the router learns it at its next poll (every REFRESH_MS). Requests
+        # sent before then would all go to the members it saw first.
+        deadline = time.time() + 30
+        while series(cls.router.metrics, "tandem_router_members", target_pool="decode", state="ready") < 3:
+            assert time.time() < deadline, "the router never saw 3 ready decode members:\n" + cls.router.output()
+            time.sleep(0.05)
         cls.client = openai.OpenAI(base_url="http://127.0.0.1:%d/v1" % cls.router.http, api_key="none",
                                    max_retries=0, timeout=120)
 
@@ -163,13 +181,15 @@ class PoolScalingTest(unittest.TestCase):
         threads = [threading.Thread(target=self.stream_one, args=(i, results)) for i in range(REQUESTS)]
         for t in threads[:REQUESTS // 2]:
             t.start()
-        # The scale-down starts once both leaving members hold running requests.
-        deadline = time.time() + 60
-        while time.time() < deadline and not all(
-                metric(d.metrics, "tandem_requests_running") >= 1 for d in (leaving_prestop, leaving_sigterm)):
-            time.sleep(0.02)
-        running_at_drain = [metric(d.metrics, "tandem_requests_running") for d in self.decodes]
-        self.assertTrue(all(r >= 1 for r in running_at_drain[1:]), (running_at_drain, results))
+        # The scale-down starts once both leaving members hold running requests: the counts that
+        # showed it are the ones reported (a request may end in the milliseconds before the drain).
+        started = time.time()
+        deadline = started + 60
+        running_at_drain = [0.0] * len(self.decodes)
+        while time.time() < deadline and not all(r >= 1 for r in running_at_drain[1:]):
+            running_at_drain = [metric(d.metrics, "tandem_requests_running") for d in self.decodes]
+        self.assertTrue(all(r >= 1 for r in running_at_drain[1:]),
+                        (running_at_drain, "%.1f s" % (time.time() - started), results, self.router.output()[-3000:]))
 
         # Kubernetes' part: endpoints follow the StatefulSet's scale (the highest ordinals leave), the
         # kubelet runs the preStop hook where there is one, then sends SIGTERM.
