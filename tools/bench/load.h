@@ -11,19 +11,9 @@
 #include <nlohmann/json.hpp>
 
 #include "common/status.h"
+#include "tools/http_client.h"
 
 namespace tandem::tools::bench {
-
-// http://HOST:PORT[/PREFIX]; a trailing /v1 is part of the prefix or not, as the user wrote it.
-struct Endpoint {
-  std::string host;
-  uint16_t port = 0;
-  std::string prefix;  // "" or "/v1" or "/some/path/v1"
-  std::string api_key;
-  std::string CompletionsPath() const;  // PREFIX/v1/completions (one /v1)
-  std::string ModelsPath() const;
-};
-StatusOr<Endpoint> ParseEndpoint(const std::string& url, const std::string& api_key);
 
 // One streamed completion as the client saw it. Times are seconds from the request's send.
 struct RequestResult {
@@ -54,9 +44,6 @@ struct LoadSpec {
 // Streams one completion of `prompt` (token ids). Never throws; errors are in the result.
 RequestResult StreamCompletion(const Endpoint& endpoint, const std::string& model,
                                const std::vector<int>& prompt, int max_tokens, double timeout_s);
-
-// The served model's id: GET /v1/models, the first entry.
-StatusOr<std::string> FirstModel(const Endpoint& endpoint);
 
 // Runs the load; returns every request's result and the run's wall time.
 struct LoadRun {

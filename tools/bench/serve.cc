@@ -20,6 +20,7 @@
 
 #include "tools/bench/experiments.h"
 #include "tools/bench/load.h"
+#include "tools/local_stack.h"
 #include "tools/make_model.h"
 
 namespace tandem::tools::bench {
@@ -28,13 +29,6 @@ namespace {
 namespace fs = std::filesystem;
 using Json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
-
-StatusOr<std::string> TandemBinary() {
-  char buf[PATH_MAX];
-  const ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-  if (n <= 0) return Status::NotFound("cannot find this tandem binary (/proc/self/exe)");
-  return std::string(buf, static_cast<size_t>(n));
-}
 
 // The model `tandem local` serves: --model, else a tiny model made once under DIR/model.
 StatusOr<std::string> LocalModel(const Options& o) {
@@ -50,89 +44,19 @@ StatusOr<std::string> LocalModel(const Options& o) {
   return dir;
 }
 
-// A `tandem local` child: started with a ready file, its output in DIR/<label>.log, stopped
-// (SIGTERM, then SIGKILL after 20 s) when this goes away.
-class LocalStack {
- public:
-  static StatusOr<std::unique_ptr<LocalStack>> Start(const Options& o, const std::string& label, int prefill,
-                                                     int decode, const std::vector<std::string>& extra) {
-    ASSIGN_OR_RETURN(const std::string tandem, TandemBinary());
-    ASSIGN_OR_RETURN(const std::string model, LocalModel(o));
-    std::error_code ec;
-    fs::create_directories(o.out, ec);
-    auto stack = std::make_unique<LocalStack>();
-    stack->ready_file_ = o.out + "/" + label + ".ready.json";
-    stack->log_ = o.out + "/" + label + ".log";
-    fs::remove(stack->ready_file_, ec);
-    std::vector<std::string> args = {tandem,         "local",
-                                     "--model",      model,
-                                     "--prefill",    std::to_string(prefill),
-                                     "--decode",     std::to_string(decode),
-                                     "--port",       "0",
-                                     "--ready-file", stack->ready_file_,
-                                     "--threads",    std::to_string(o.threads > 0 ? o.threads : 1)};
-    args.insert(args.end(), extra.begin(), extra.end());
-    std::vector<char*> argv;
-    for (std::string& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    const pid_t pid = fork();
-    if (pid < 0) return Status::Unavailable("fork failed");
-    if (pid == 0) {
-      const int fd = open(stack->log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      if (fd >= 0) {
-        dup2(fd, 1);
-        dup2(fd, 2);
-      }
-      execv(argv[0], argv.data());
-      _exit(127);
-    }
-    stack->pid_ = pid;
-    const Clock::time_point give_up = Clock::now() + std::chrono::seconds(300);
-    while (!fs::exists(stack->ready_file_)) {
-      int status = 0;
-      if (waitpid(pid, &status, WNOHANG) == pid) {
-        stack->pid_ = -1;
-        return Status::Unavailable("tandem local (" + label + ") exited before it was ready: see " +
-                                   stack->log_);
-      }
-      if (Clock::now() > give_up)
-        return Status::DeadlineExceeded("tandem local (" + label + ") not ready in 300 s");
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-    std::ifstream in(stack->ready_file_);
-    const Json ready = Json::parse(in, nullptr, false);
-    if (ready.is_discarded() || !ready.contains("base_url")) {
-      return Status::Internal("tandem local (" + label + "): unreadable ready file " + stack->ready_file_);
-    }
-    ASSIGN_OR_RETURN(stack->endpoint_, ParseEndpoint(ready["base_url"].get<std::string>(),
-                                                     ready.value("api_key", std::string())));
-    stack->model_ = ready.value("model", std::string());
-    return stack;
-  }
-  ~LocalStack() {
-    if (pid_ <= 0) return;
-    kill(pid_, SIGTERM);
-    const Clock::time_point give_up = Clock::now() + std::chrono::seconds(20);
-    int status = 0;
-    while (waitpid(pid_, &status, WNOHANG) == 0) {
-      if (Clock::now() > give_up) {
-        kill(pid_, SIGKILL);
-        waitpid(pid_, &status, 0);
-        break;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-  }
-  const Endpoint& endpoint() const { return endpoint_; }
-  const std::string& model() const { return model_; }
-  const std::string& log() const { return log_; }
-
- private:
-  pid_t pid_ = -1;
-  std::string ready_file_, log_;
-  Endpoint endpoint_;
-  std::string model_;
-};
+// A `tandem local` stack of the bench's model, its files in the output directory.
+StatusOr<std::unique_ptr<LocalStack>> StartStack(const Options& o, const std::string& label, int prefill,
+                                                 int decode, std::vector<std::string> extra) {
+  LocalStackOptions so;
+  ASSIGN_OR_RETURN(so.model_dir, LocalModel(o));
+  so.out_dir = o.out;
+  so.label = label;
+  so.prefill = prefill;
+  so.decode = decode;
+  so.threads = o.threads > 0 ? o.threads : 1;
+  so.extra = std::move(extra);
+  return LocalStack::Start(so);
+}
 
 Cell Ms(double v) { return Num(v, v < 10 ? 2 : 1); }
 
@@ -143,7 +67,7 @@ StatusOr<Report> RunServe(const Options& o) {
   Endpoint endpoint;
   std::string model = o.model_name;
   if (o.url.empty()) {
-    ASSIGN_OR_RETURN(local, LocalStack::Start(o, "serve-local", 1, 1, {}));
+    ASSIGN_OR_RETURN(local, StartStack(o, "serve-local", 1, 1, {}));
     endpoint = local->endpoint();
     if (model.empty()) model = local->model();
   } else {
@@ -291,8 +215,8 @@ StatusOr<Report> RunIntegrity(const Options& o) {
   std::fprintf(stderr,
                "tandem bench integrity: starting two tandem local stacks (2 prefill + 2 decode each)\n");
   ASSIGN_OR_RETURN(std::unique_ptr<LocalStack> off,
-                   LocalStack::Start(o, "integrity-off", 2, 2, {"--no-page-tags", "--no-transfer-checksum"}));
-  ASSIGN_OR_RETURN(std::unique_ptr<LocalStack> on, LocalStack::Start(o, "integrity-on", 2, 2, {}));
+                   StartStack(o, "integrity-off", 2, 2, {"--no-page-tags", "--no-transfer-checksum"}));
+  ASSIGN_OR_RETURN(std::unique_ptr<LocalStack> on, StartStack(o, "integrity-on", 2, 2, {}));
   struct Config {
     const char* name;
     LocalStack* stack;
