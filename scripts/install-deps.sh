@@ -106,9 +106,10 @@ PY
 fi
 
 # A pinned tool in an environment of its own, .venv/NAME/, rebuilt only when its requirements file
-# changes: pinned_venv NAME EXECUTABLE REQUIREMENTS.
+# changes: pinned_venv NAME EXECUTABLE REQUIREMENTS [PIP ARGS...].
 pinned_venv() {
   local name="$1" exe="$2" requirements="$3"
+  shift 3
   local dir="$venv/$name"
   local want
   want="$(sha256sum "$requirements" | cut -d' ' -f1)"
@@ -117,7 +118,7 @@ pinned_venv() {
   else
     echo "install-deps: installing $name into .venv/$name/"
     "${python:-/usr/bin/python3}" -m venv "$dir"
-    "$dir/bin/python" -m pip install -q --disable-pip-version-check -r "$requirements"
+    "$dir/bin/python" -m pip install -q --disable-pip-version-check "$@" -r "$requirements"
     echo "$want" >"$dir/.requirements.sha256"
   fi
 }
@@ -125,3 +126,5 @@ pinned_venv() {
 pinned_venv checkov checkov "$root/scripts/requirements-checkov.txt"
 # aiperf, the real benchmark client tests/tools/test_bench_aiperf.py runs against tandem local.
 pinned_venv aiperf aiperf "$root/scripts/requirements-aiperf.txt"
+# bfcl-eval (the Berkeley Function Calling Leaderboard) for tandem eval's BFCL suites and checker test.
+pinned_venv bfcl python "$root/scripts/requirements-bfcl.txt" --no-deps

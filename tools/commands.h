@@ -14,5 +14,6 @@ int RunMakeModel(const std::vector<std::string>& args);
 int RunGenerate(const std::vector<std::string>& args);
 int RunLocal(const std::vector<std::string>& args);
 int RunBench(const std::vector<std::string>& args);
+int RunEval(const std::vector<std::string>& args);
 
 }  // namespace tandem::tools

@@ -1,5 +1,5 @@
 // `tandem`: the command line (subcommands `version`, `demo`, `quantize`, `local`, `make-model`, `generate`,
-// `bench`).
+// `bench`, `eval`).
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -29,6 +29,8 @@ constexpr Subcommand kSubcommands[] = {
      tandem::tools::RunLocal},
     {"bench", "production's KV, weights, integrity and serving tables measured on this machine",
      tandem::tools::RunBench},
+    {"eval", "tool-call validity and accuracy of a model over the OpenAI API, per precision configuration",
+     tandem::tools::RunEval},
 };
 
 void Usage(FILE* out) {
