@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <span>
 
 #include <nlohmann/json.hpp>
@@ -88,7 +90,14 @@ StatusOr<MakeModelReport> MakeModel(const MakeModelOptions& options) {
   } else {
     trainer.special_tokens = KimiSpecialTokens(static_cast<int32_t>(options.vocab_size - kKimiSpecialSlots));
   }
-  const std::string_view corpus = TinyCorpus();
+  std::string corpus_file;
+  if (!options.corpus_path.empty()) {
+    std::ifstream in(options.corpus_path, std::ios::binary);
+    if (!in) return Status::NotFound("corpus " + options.corpus_path + ": cannot open");
+    corpus_file.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    if (corpus_file.empty()) return Status::InvalidArgument("corpus " + options.corpus_path + " is empty");
+  }
+  const std::string_view corpus = options.corpus_path.empty() ? TinyCorpus() : std::string_view(corpus_file);
   ASSIGN_OR_RETURN(text::BpeVocabulary vocab, text::TrainBpe(corpus, trainer));
   report.train_seconds = SecondsSince(train_start);
   ASSIGN_OR_RETURN(TokenizerFiles files, glm ? GlmTokenizerFiles(vocab, config.max_position_embeddings)
@@ -123,7 +132,8 @@ namespace {
 
 constexpr char kUsage[] =
     "usage: tandem make-model --out DIR [--preset tiny] [--weights bf16|fp8|int4] [--seed N]\n"
-    "                         [--vocab-size N (default 4096)] [--threads N]\n";
+    "                         [--vocab-size N (default 4096)] [--corpus FILE (the vocabulary's text)]\n"
+    "                         [--threads N]\n";
 
 bool ParseInt(const std::string& text, int64_t lo, int64_t hi, int64_t* out) {
   char* end = nullptr;
@@ -151,6 +161,8 @@ bool ParseArgs(const std::vector<std::string>& args, MakeModelOptions* o) {
       o->seed = static_cast<uint64_t>(n);
     } else if (flag == "--vocab-size" && ParseInt(value, 1, INT32_MAX, &n)) {
       o->vocab_size = n;
+    } else if (flag == "--corpus") {
+      o->corpus_path = value;
     } else if (flag == "--threads" && ParseInt(value, 1, 256, &n)) {
       o->threads = static_cast<int>(n);
     } else {

@@ -26,6 +26,7 @@ struct MakeModelOptions {
   engine::WeightFormat weights = engine::WeightFormat::kBf16;
   uint64_t seed = 0;
   int64_t vocab_size = 4096;  // total: ranks + special tokens
+  std::string corpus_path;    // train the vocabulary on this file instead of TinyCorpus()
   int threads = 0;            // 0: hardware threads
 };
 

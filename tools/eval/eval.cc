@@ -1,6 +1,7 @@
-// `tandem eval tools|score`: tool-call validity, trigger precision/recall and argument accuracy of
-// a model behind any OpenAI-compatible endpoint, or of a model directory served by `tandem local`
-// in each precision configuration side by side (docs/eval.md).
+// `tandem eval tools|score|fidelity`: tool-call validity, trigger precision/recall and argument
+// accuracy of a model behind any OpenAI-compatible endpoint, or of a model directory served by
+// `tandem local` in each precision configuration side by side; and the fidelity of every precision
+// configuration of a checkpoint to its BF16 reference (docs/eval.md).
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -11,12 +12,17 @@
 #include <vector>
 
 #include "common/json_depth.h"
+#include "engine/model/model_config.h"
+#include "engine/model/model_dir.h"
+#include "engine/text/chat_template.h"
 #include "tools/bench/report.h"
 #include "tools/commands.h"
 #include "tools/eval/configs.h"
+#include "tools/eval/fidelity.h"
 #include "tools/eval/tool_runner.h"
 #include "tools/eval/tool_suite.h"
 #include "tools/local_stack.h"
+#include "tools/make_model.h"
 
 namespace tandem::tools {
 namespace {
@@ -34,7 +40,7 @@ using eval::ToolMetrics;
 using Json = nlohmann::json;
 
 constexpr char kUsage[] =
-    "usage: tandem eval <tools|score> [flags]\n"
+    "usage: tandem eval <tools|score|fidelity> [flags]\n"
     "  tools   run tool-calling suites through the OpenAI chat API and score them\n"
     "          --suite FILE (JSONL; repeat for several)  --out DIR (eval-results)\n"
     "          --url http://HOST:PORT --api-key KEY --model-name NAME   (any OpenAI-compatible server)\n"
@@ -42,7 +48,13 @@ constexpr char kUsage[] =
     "            stack per precision configuration)\n"
     "          --limit N (first N cases of each suite)  --concurrency N (4)  --max-tokens N (256)\n"
     "  score   score recorded answers (JSONL, as `tools` writes them) without a server\n"
-    "          --suite FILE --answers FILE [--verdicts FILE (one scored case per line)]\n";
+    "          --suite FILE --answers FILE [--verdicts FILE (one scored case per line)]\n"
+    "  fidelity  every precision configuration of a checkpoint against its BF16 reference: per-token KL,\n"
+    "          top-1 agreement, greedy exact-match length, perplexity\n"
+    "          --model DIR  [--prompts FILE (a suite's JSONL, chat-rendered, or text lines; default\n"
+    "          DIR/heldout.jsonl)] [--limit N (24)] [--text FILE (perplexity; default the tiny corpus)]\n"
+    "          [--continuation N (32)] [--configs bf16,fp8-kv,fp8,fp8+fp8-kv,int4,int4+fp8-kv,pd-split]\n"
+    "          [--threads N] [--out DIR]\n";
 
 struct Options {
   std::string sub;
@@ -51,7 +63,8 @@ struct Options {
   std::string url, api_key, model_name, model_dir;
   std::vector<std::string> configs;
   std::string answers, verdicts;
-  int limit = 0, concurrency = 4, max_tokens = 256, threads = 1;
+  std::string prompts, text;
+  int limit = 0, concurrency = 4, max_tokens = 256, threads = 1, continuation = 32;
 };
 
 std::string ParseArgs(const std::vector<std::string>& args, Options* o) {
@@ -85,6 +98,12 @@ std::string ParseArgs(const std::vector<std::string>& args, Options* o) {
       o->configs.clear();
       while (std::getline(ss, item, ',')) o->configs.push_back(item);
       ok = !o->configs.empty();
+    } else if (flag == "--prompts") {
+      o->prompts = v;
+    } else if (flag == "--text") {
+      o->text = v;
+    } else if (flag == "--continuation") {
+      ok = integer(1, 4096, &o->continuation);
     } else if (flag == "--answers") {
       o->answers = v;
     } else if (flag == "--verdicts") {
@@ -102,6 +121,7 @@ std::string ParseArgs(const std::vector<std::string>& args, Options* o) {
     }
     if (!ok) return flag + ": bad value '" + v + "'";
   }
+  if (o->sub == "fidelity") return o->model_dir.empty() ? "--model is required" : "";
   if (o->suites.empty()) return "--suite is required";
   if (o->sub == "tools") {
     if (o->url.empty() == o->model_dir.empty()) return "give --url or --model (one of them)";
@@ -358,6 +378,163 @@ int RunTools(const Options& o) {
   return 0;
 }
 
+// Prompts as token ids: a suite's cases rendered with the model's chat template (with their
+// tools), or the lines of a text file as they are.
+StatusOr<std::vector<std::vector<int32_t>>> FidelityPrompts(const std::string& path, int limit,
+                                                            const engine::model::ModelTokens& tokens) {
+  std::vector<std::vector<int32_t>> out;
+  if (path.size() > 6 && path.compare(path.size() - 6, 6, ".jsonl") == 0) {
+    ASSIGN_OR_RETURN(const std::vector<ToolCase> cases, eval::LoadToolSuite(path));
+    for (const ToolCase& c : cases) {
+      if (static_cast<int>(out.size()) >= limit) break;
+      engine::text::ChatRequest chat;
+      for (const Json& t : c.tools) chat.tools_json.push_back(t.dump());
+      for (const Json& m : c.messages) {
+        engine::text::ChatMessage msg;
+        const std::string role = m["role"].get<std::string>();
+        msg.role = role == "system"      ? engine::text::ChatRole::kSystem
+                   : role == "assistant" ? engine::text::ChatRole::kAssistant
+                   : role == "tool"      ? engine::text::ChatRole::kTool
+                                         : engine::text::ChatRole::kUser;
+        msg.content =
+            m.contains("content") && m["content"].is_string() ? m["content"].get<std::string>() : "";
+        chat.messages.push_back(std::move(msg));
+      }
+      ASSIGN_OR_RETURN(const std::string prompt, engine::text::RenderChat(tokens.chat_family, chat));
+      out.push_back(tokens.tokenizer->Encode(prompt));
+    }
+    return out;
+  }
+  std::ifstream in(path);
+  if (!in) return Status::NotFound("prompts " + path + ": cannot open");
+  std::string line;
+  while (static_cast<int>(out.size()) < limit && std::getline(in, line)) {
+    if (!line.empty()) out.push_back(tokens.tokenizer->Encode(line, /*parse_special=*/false));
+  }
+  return out;
+}
+
+int RunFidelityCommand(const Options& o) {
+  auto fail = [](const Status& s) {
+    std::fprintf(stderr, "tandem eval fidelity: %s\n", s.ToString().c_str());
+    return 1;
+  };
+  for (const std::string& name : o.configs) {
+    bool known = false;
+    for (const eval::FidelityConfig& c : eval::FidelityConfigs()) known = known || c.name == name;
+    if (!known) {
+      std::fprintf(stderr, "tandem eval fidelity: unknown configuration '%s'\n%s", name.c_str(), kUsage);
+      return 2;
+    }
+  }
+  const StatusOr<engine::model::ModelConfig> config = engine::model::LoadModelConfig(o.model_dir);
+  if (!config.ok()) return fail(config.status());
+  const StatusOr<engine::model::ModelTokens> tokens = engine::model::LoadModelTokens(o.model_dir, *config);
+  if (!tokens.ok()) return fail(tokens.status());
+  eval::FidelityOptions fo;
+  fo.model_dir = o.model_dir;
+  fo.continuation_tokens = o.continuation;
+  fo.threads = o.threads;
+  fo.configs = o.configs;
+  const std::string prompts = o.prompts.empty() ? o.model_dir + "/heldout.jsonl" : o.prompts;
+  StatusOr<std::vector<std::vector<int32_t>>> ids =
+      FidelityPrompts(prompts, o.limit > 0 ? o.limit : 24, *tokens);
+  if (!ids.ok()) return fail(ids.status());
+  fo.prompts = std::move(*ids);
+  std::string text(TinyCorpus().substr(0, 16384));
+  if (!o.text.empty()) {
+    std::ifstream in(o.text, std::ios::binary);
+    if (!in) return fail(Status::NotFound("text " + o.text + ": cannot open"));
+    text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  fo.text = tokens->tokenizer->Encode(text, /*parse_special=*/false);
+  const StatusOr<std::vector<eval::FidelityRow>> rows = eval::RunFidelity(fo);
+  if (!rows.ok()) return fail(rows.status());
+
+  Report report;
+  report.experiment = "fidelity";
+  report.title = "Quantization fidelity against the BF16 reference";
+  report.paragraphs.push_back(
+      "Every configuration runs the same prompts through the engine's forward pass: prefill (expanded MLA) "
+      "then decode token by token (absorbed MLA over paged KV). KL and top-1 compare each position's "
+      "next-token distribution with the BF16 reference's, on the prompt and on the reference's greedy "
+      "continuation (teacher-forced). Exact match: leading tokens of the configuration's own greedy "
+      "continuation equal to the reference's. pd-split: prefill with FP8 weights and a BF16 cache, the pages "
+      "converted to FP8 e4m3 as a transfer does, decode with INT4 weights; its perplexity is the decode "
+      "side's.");
+  char line[256];
+  std::snprintf(line, sizeof(line), "%zu prompts (%s), %d continuation tokens; perplexity over %zu tokens.",
+                fo.prompts.size(), prompts.c_str(), o.continuation, fo.text.size());
+  report.paragraphs.push_back(line);
+  Table t;
+  t.columns = {"configuration",
+               "positions",
+               "mean KL",
+               "KL prompt",
+               "KL continuation",
+               "p99 KL",
+               "max KL",
+               "top-1 %",
+               "top-1 prompt %",
+               "top-1 continuation %",
+               "exact-match tokens (mean)",
+               "full matches",
+               "perplexity"};
+  bench::Plot top1{
+      "Top-1 agreement with BF16", "configuration (table order)", "top-1 agreement %", false, false, {}};
+  bench::Plot kl{"Mean per-token KL divergence from BF16",
+                 "configuration (table order)",
+                 "mean KL (nats)",
+                 false,
+                 false,
+                 {}};
+  bench::Series top1_line{"top-1 agreement %", {}, {}, false}, kl_line{"mean KL", {}, {}, false};
+  for (size_t i = 0; i < rows->size(); ++i) {
+    const eval::FidelityRow& r = (*rows)[i];
+    auto sci = [](double v) {
+      char b[32];
+      std::snprintf(b, sizeof(b), "%.3g", v);
+      return Cell{b, b};
+    };
+    t.rows.push_back({Text(r.config), Num(static_cast<double>(r.positions)), sci(r.mean_kl), sci(r.prompt_kl),
+                      sci(r.continuation_kl), sci(r.p99_kl), sci(r.max_kl), Num(100 * r.top1_agreement, 2),
+                      Num(100 * r.prompt_top1, 2), Num(100 * r.continuation_top1, 2),
+                      Num(r.mean_exact_match, 1),
+                      Text(std::to_string(r.full_matches) + "/" + std::to_string(fo.prompts.size())),
+                      Num(r.perplexity, 3)});
+    top1_line.x.push_back(static_cast<double>(i + 1));
+    top1_line.y.push_back(100 * r.top1_agreement);
+    kl_line.x.push_back(static_cast<double>(i + 1));
+    kl_line.y.push_back(r.mean_kl);
+    report.samples.push_back({{"configuration", r.config},
+                              {"positions", r.positions},
+                              {"mean_kl", r.mean_kl},
+                              {"p99_kl", r.p99_kl},
+                              {"max_kl", r.max_kl},
+                              {"top1_agreement", r.top1_agreement},
+                              {"prompt_kl", r.prompt_kl},
+                              {"continuation_kl", r.continuation_kl},
+                              {"prompt_top1", r.prompt_top1},
+                              {"continuation_top1", r.continuation_top1},
+                              {"mean_exact_match", r.mean_exact_match},
+                              {"full_matches", r.full_matches},
+                              {"perplexity", r.perplexity}});
+  }
+  top1.series.push_back(top1_line);
+  kl.series.push_back(kl_line);
+  report.tables = {t};
+  report.plots = {top1, kl};
+  report.config = {{"model_dir", o.model_dir},
+                   {"prompts", prompts},
+                   {"continuation", o.continuation},
+                   {"text_tokens", fo.text.size()}};
+  const StatusOr<std::vector<std::string>> files = bench::WriteReport(report, o.out);
+  if (!files.ok()) return fail(files.status());
+  std::printf("\n%s\n", t.Markdown().c_str());
+  for (const std::string& f : *files) std::printf("wrote %s\n", f.c_str());
+  return 0;
+}
+
 }  // namespace
 
 int RunEval(const std::vector<std::string>& args) {
@@ -367,7 +544,7 @@ int RunEval(const std::vector<std::string>& args) {
   }
   Options o;
   o.sub = args[0];
-  if (o.sub != "tools" && o.sub != "score") {
+  if (o.sub != "tools" && o.sub != "score" && o.sub != "fidelity") {
     std::fprintf(stderr, "tandem eval: unknown subcommand '%s'\n%s", o.sub.c_str(), kUsage);
     return 2;
   }
@@ -376,6 +553,7 @@ int RunEval(const std::vector<std::string>& args) {
     std::fprintf(stderr, "tandem eval %s: %s\n%s", o.sub.c_str(), err.c_str(), kUsage);
     return 2;
   }
+  if (o.sub == "fidelity") return RunFidelityCommand(o);
   return o.sub == "tools" ? RunTools(o) : RunScore(o);
 }
 

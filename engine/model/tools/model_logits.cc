@@ -29,6 +29,7 @@
 #include "engine/model/forward.h"
 #include "engine/model/loader.h"
 #include "engine/model/presets.h"
+#include "engine/model/requantize.h"
 #include "engine/runtime/serving_engine.h"
 
 namespace tandem::engine::model {
@@ -58,59 +59,6 @@ StatusOr<TokenLists> ReadTokenLists(const std::string& path, const char* key) {
   return out;
 }
 
-// A Linear's values as fp32 [rows, cols], through the kernel (identity · Wᵀ, then transposed).
-std::vector<float> Dequantize(const PackedWeight& w, ThreadPool* pool) {
-  const int64_t n = w.rows(), k = w.cols();
-  std::vector<float> eye(k * k, 0.0f), t(k * n), out(n * k);
-  for (int64_t i = 0; i < k; ++i) eye[i * k + i] = 1.0f;
-  (void)kernels::cpu::Matmul(w, eye.data(), k, t.data(), pool);
-  for (int64_t i = 0; i < k; ++i) {
-    for (int64_t r = 0; r < n; ++r) out[r * k + i] = t[i * n + r];
-  }
-  return out;
-}
-
-Status Requantize(PackedWeight* w, WeightFormat to, ThreadPool* pool) {
-  if (w->rows() == 0 || w->format() == to) return Status::Ok();
-  const int64_t n = w->rows(), k = w->cols();
-  const std::vector<float> v = Dequantize(*w, pool);
-  if (to == WeightFormat::kInt4Group32) {
-    std::vector<int32_t> packed(n * Int4PackedCols(k));
-    std::vector<uint16_t> scale(n * Int4ScaleCols(k));
-    QuantizeInt4Group32Ref(v.data(), n, k, packed.data(), scale.data());
-    ASSIGN_OR_RETURN(*w, PackedWeight::FromInt4({packed.data(), scale.data(), n, k}));
-  } else {
-    std::vector<uint8_t> data(n * k);
-    std::vector<float> scale(Fp8ScaleRows(n) * Fp8ScaleCols(k));
-    QuantizeFp8Block128Ref(v.data(), n, k, data.data(), scale.data());
-    ASSIGN_OR_RETURN(*w, PackedWeight::FromFp8({data.data(), scale.data(), n, k}));
-  }
-  return Status::Ok();
-}
-
-Status RequantizeModel(ModelWeights* m, const std::string& to, ThreadPool* pool) {
-  auto mlp = [&](MlpWeights& w, WeightFormat f) -> Status {
-    for (PackedWeight* p : {&w.gate_proj, &w.up_proj, &w.down_proj}) RETURN_IF_ERROR(Requantize(p, f, pool));
-    return Status::Ok();
-  };
-  if (to == "checkpoint") return Status::Ok();
-  if (to != "int4" && to != "fp8") return Status::InvalidArgument("--weights: checkpoint, fp8 or int4");
-  const WeightFormat fp8 = WeightFormat::kFp8Block128;
-  for (LayerWeights& l : m->layers) {
-    for (MlpWeights& e : l.moe.experts)
-      RETURN_IF_ERROR(mlp(e, to == "int4" ? WeightFormat::kInt4Group32 : fp8));
-    if (to == "int4") continue;
-    MlaWeights& a = l.attn;
-    for (PackedWeight* p :
-         {&a.q_proj, &a.q_a_proj, &a.q_b_proj, &a.kv_a_proj_with_mqa, &a.kv_b_proj, &a.o_proj}) {
-      RETURN_IF_ERROR(Requantize(p, fp8, pool));
-    }
-    RETURN_IF_ERROR(mlp(l.dense_mlp, fp8));
-    RETURN_IF_ERROR(mlp(l.moe.shared_experts, fp8));
-  }
-  return Status::Ok();
-}
-
 struct Args {
   std::map<std::string, std::string> v = {{"--kv", "bf16"},       {"--weights", "checkpoint"},
                                           {"--page-tokens", "4"}, {"--chunk", "0"},
@@ -134,7 +82,14 @@ Status Run(const Args& args) {
   }
   RETURN_IF_ERROR(loaded);
   ModelWeights weights = std::move(loaded).value();
-  RETURN_IF_ERROR(RequantizeModel(&weights, args.Get("--weights"), &pool));
+  const std::string to = args.Get("--weights");
+  if (to != "checkpoint" && to != "int4" && to != "fp8")
+    return Status::InvalidArgument("--weights: checkpoint, fp8 or int4");
+  RETURN_IF_ERROR(RequantizeModel(&weights,
+                                  to == "int4"  ? WeightFormat::kInt4Group32
+                                  : to == "fp8" ? WeightFormat::kFp8Block128
+                                                : WeightFormat::kBf16,
+                                  &pool));
   const ModelConfig& c = weights.config;
 
   const size_t page_tokens = static_cast<size_t>(std::max(1, std::atoi(args.Get("--page-tokens").c_str())));

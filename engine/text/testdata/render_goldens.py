@@ -10,6 +10,7 @@ Usage: python3 engine/text/testdata/render_goldens.py   (rewrites chat_goldens.j
        python3 engine/text/testdata/render_goldens.py --check   (fails when the committed goldens
        differ from what the templates render: the CTest oracle.chat_templates)
 """
+import functools
 import json
 import os
 import sys
@@ -25,12 +26,18 @@ def tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False)
                       sort_keys=sort_keys)
 
 
-def render(template_file, case):
+@functools.lru_cache(maxsize=None)
+def compiled(template_file):
+    """The template beside this script, compiled once (tools/train renders it ~10^5 times)."""
     env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
                                         extensions=[jinja2.ext.loopcontrols])
     env.filters["tojson"] = tojson
     with open(os.path.join(HERE, template_file)) as f:
-        template = env.from_string(f.read())
+        return env.from_string(f.read())
+
+
+def render(template_file, case):
+    template = compiled(template_file)
     messages = []
     for m in case["messages"]:
         m = dict(m)
