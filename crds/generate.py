@@ -154,6 +154,30 @@ def autoscaling():
                 "autoscaling.minReplicas must not exceed autoscaling.maxReplicas")])
 
 
+def rollout():
+    def number(description, **kw):
+        return {"type": "number", "description": description, **kw}
+    return obj(
+        "How precision changes roll out (docs/eval.md, Quality gate).",
+        {"qualityGate": obj(
+            "When a pool's weights or kvCache change, run a tool-calling suite against a canary "
+            "of the new configuration (<name>-gate: one replica of each pool and a router) and "
+            "promote it only when it passes; otherwise the pools keep their precision and "
+            "status.rollout says why.",
+            {"suite": string("Absolute path of a suite file (JSONL, `tandem eval tools` format) "
+                             "inside model.volume.", minLength=2, maxLength=1024),
+             "minValidity": number("Lowest tool-call validity (0-1) the new configuration may "
+                                   "have.", minimum=0, maximum=1, default=0.95),
+             "maxValidityDrop": number("Most points of validity the new configuration may lose "
+                                       "against the current one.", minimum=0, maximum=100,
+                                       default=0.5),
+             "cases": int32("Run the suite's first N cases; 0: all of them.", minimum=0,
+                            default=0),
+             "maxTokens": int32("Largest answer per case, in tokens.", minimum=1, maximum=65536,
+                                default=256)},
+            required=["suite"])})
+
+
 def integrity():
     return obj("KV page integrity (ARCHITECTURE.md, Integrity).",
                {"pageTags": boolean("Per-page generation tags checked before every decode step.",
@@ -301,6 +325,7 @@ def model_deployment():
          "prefill": pool_spec("The prefill pool (ModelPool <name>-prefill)."),
          "decode": pool_spec("The decode pool (ModelPool <name>-decode)."),
          "integrity": integrity(),
+         "rollout": rollout(),
          "gpuBudget": int32("GPUs both pools may hold together (replicas x GPUs per pod, "
                             "summed): the built-in autoscaler adds no replica past it. Unset: "
                             "no cap. Lowering it removes nothing.", minimum=0),
@@ -319,6 +344,11 @@ def model_deployment():
         "router": pool_status("The router's replicas."),
         "precision": string("weights/KV of each pool, e.g. "
                             "`prefill=fp8/bf16 decode=int4/fp8_e4m3` (printer column)."),
+        "rollout": {"type": "object", "x-kubernetes-preserve-unknown-fields": True,
+                    "description": "The quality gate's last evaluation: phase (Evaluating, "
+                                   "Promoted, Refused), target and from precisions, reason, "
+                                   "message, figures (baseline and candidate validity, calls, "
+                                   "cases), startTime, completionTime."},
     })
     columns = [
         {"name": "Ready", "type": "string",
@@ -332,7 +362,11 @@ def model_deployment():
     ]
     root_rules = [("!has(self.metadata.name) || size(self.metadata.name) <= 44",
                    "metadata.name must be at most 44 characters so that <name>-prefill "
-                   "(ModelPool, StatefulSet) stays within 52")]
+                   "(ModelPool, StatefulSet) stays within 52"),
+                  ("!has(self.metadata.name) || !has(self.spec.rollout) || "
+                   "!has(self.spec.rollout.qualityGate) || size(self.metadata.name) <= 39",
+                   "with spec.rollout.qualityGate, metadata.name must be at most 39 characters "
+                   "so that the canary's <name>-gate-prefill stays within 52")]
     return crd("ModelDeployment", "modeldeployments", "mdep", spec, status, columns,
                root_rules=root_rules)
 

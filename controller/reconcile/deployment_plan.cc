@@ -122,13 +122,13 @@ StatusOr<DeploymentPlan> PlanDeployment(const json& mdep, const PlanOptions& opt
   StatusOr<DeploymentSpec> spec = ParseDeploymentSpec(mdep, options);
   if (!spec.ok()) return spec.status();
   DeploymentPlan plan{std::move(*spec), {}};
-  const DeploymentSpec& s = plan.spec;
-  plan.children.push_back(Config(s, mdep));
-  plan.children.push_back(Pool(s, mdep, s.prefill));
-  plan.children.push_back(Pool(s, mdep, s.decode));
-  plan.children.push_back(RouterDeployment(s, mdep));
-  plan.children.push_back(RouterService(s, mdep));
+  plan.children = PlanChildren(plan.spec, mdep);
   return plan;
+}
+
+std::vector<DesiredObject> PlanChildren(const DeploymentSpec& s, const json& mdep) {
+  return {Config(s, mdep), Pool(s, mdep, s.prefill), Pool(s, mdep, s.decode), RouterDeployment(s, mdep),
+          RouterService(s, mdep)};
 }
 
 }  // namespace tandem::controller::reconcile

@@ -23,6 +23,10 @@ struct DeploymentPlan {
 // could not reject (the reconciler reports it as the InvalidSpec condition and touches nothing).
 StatusOr<DeploymentPlan> PlanDeployment(const json& mdep, const PlanOptions& options = {});
 
+// The children of a parsed spec (PlanDeployment's, for a spec the caller adjusted: the quality
+// gate's pool precision, or its canary stack under another name). Owned by `mdep`.
+std::vector<DesiredObject> PlanChildren(const DeploymentSpec& spec, const json& mdep);
+
 // "<deployment>-<role>".
 std::string PoolName(std::string_view deployment, std::string_view role);
 

@@ -1,6 +1,7 @@
 #include "controller/reconcile/conditions.h"
 #include "controller/reconcile/deployment_plan.h"
 #include "controller/reconcile/deployment_status.h"
+#include "controller/reconcile/quality_gate.h"
 #include "controller/reconcile/reconciler.h"
 
 namespace tandem::controller::reconcile {
@@ -18,7 +19,57 @@ bool HasFinalizer(const json& object) {
 
 const json* Ptr(const StatusOr<json>& object) { return object.ok() ? &*object : nullptr; }
 
+bool ReadyReplicas(const StatusOr<json>& object) {
+  return object.ok() && FieldReader(*object).Int("/status/readyReplicas", 0) >= 1;
+}
+
 }  // namespace
+
+GateDecision ModelDeploymentReconciler::ObserveGate(const json& mdep, const DeploymentSpec& spec) {
+  GateObservation o;
+  o.wanted = PrecisionOf(spec);
+  o.previous = FieldReader(mdep).Object("/status/rollout") != nullptr ? mdep["status"]["rollout"] : json();
+  o.now = Rfc3339(ctx_.unix_seconds());
+  StatusOr<json> prefill = ctx_.store->Get(Kind::kModelPool, spec.ns, PoolName(spec.name, "prefill"));
+  StatusOr<json> decode = ctx_.store->Get(Kind::kModelPool, spec.ns, PoolName(spec.name, "decode"));
+  if (prefill.ok() && decode.ok())
+    o.serving = DeploymentPrecision{*PoolPrecisionOf(&*prefill), *PoolPrecisionOf(&*decode)};
+  // The canary and the eval Pod only matter while a precision change is on trial (a lookup that
+  // misses the cache is a live GET).
+  const bool on_trial =
+      spec.quality_gate.enabled && o.serving.has_value() &&
+      (*o.serving != o.wanted || (o.previous.is_object() && o.previous.value("phase", "") == "Evaluating"));
+  if (!on_trial) return DecideQualityGate(spec.quality_gate, o);
+  StatusOr<json> eval = ctx_.store->Get(Kind::kPod, spec.ns, EvalPodName(spec.name, o.wanted));
+  if (eval.ok()) o.eval_pod = &*eval;
+  const std::string canary = CanaryName(spec.name);
+  o.canary_ready = ReadyReplicas(ctx_.store->Get(Kind::kModelPool, spec.ns, PoolName(canary, "prefill"))) &&
+                   ReadyReplicas(ctx_.store->Get(Kind::kModelPool, spec.ns, PoolName(canary, "decode"))) &&
+                   ReadyReplicas(ctx_.store->Get(Kind::kDeployment, spec.ns, canary + "-router"));
+  return DecideQualityGate(spec.quality_gate, o);
+}
+
+// The quality gate's canary stack and eval Pod, applied (or pruned) as `gate` wants them.
+Status ModelDeploymentReconciler::ApplyGate(const json& mdep, const DeploymentSpec& spec,
+                                            const GateDecision& gate) {
+  const std::string uid = FieldReader(mdep).String("/metadata/uid", "");
+  PruneScope canary_scope{spec.ns,
+                          json{{std::string(kDeploymentLabel), CanaryName(spec.name)}},
+                          {Kind::kModelPool, Kind::kConfigMap, Kind::kDeployment, Kind::kService}};
+  std::vector<DesiredObject> canary;
+  if (gate.canary) canary = CanaryChildren(spec, mdep);
+  StatusOr<ApplyResult> applied = ApplyChildren(*ctx_.store, uid, canary, canary_scope);
+  if (!applied.ok()) return applied.status().WithContext("the quality gate's canary");
+  PruneScope eval_scope{
+      spec.ns,
+      json{{std::string(kDeploymentLabel), spec.name}, {std::string(kComponentLabel), "quality-gate"}},
+      {Kind::kPod}};
+  std::vector<DesiredObject> eval;
+  if (gate.eval_pod) eval.push_back(EvalPod(spec, mdep));
+  applied = ApplyChildren(*ctx_.store, uid, eval, eval_scope);
+  if (!applied.ok()) return applied.status().WithContext("the quality gate's eval pod");
+  return Status::Ok();
+}
 
 void SplitKey(const std::string& key, std::string* ns, std::string* name) {
   size_t slash = key.find('/');
@@ -73,7 +124,19 @@ Status ModelDeploymentReconciler::Reconcile(const std::string& key) {
   DeploymentObservation observed;
   observed.deployment = &mdep;
   observed.plan = plan.status();
+  std::optional<GateDecision> gate;
+  std::optional<DeploymentSpec> wanted;  // the spec's own precision (the canary's)
   if (plan.ok()) {
+    // The quality gate decides what precision the pools run while a new one is on trial.
+    wanted = plan->spec;
+    gate = ObserveGate(mdep, *wanted);
+    if (gate->pools != PrecisionOf(plan->spec)) {
+      plan->spec.prefill.weights = gate->pools.prefill.weights;
+      plan->spec.prefill.kv_cache = gate->pools.prefill.kv_cache;
+      plan->spec.decode.weights = gate->pools.decode.weights;
+      plan->spec.decode.kv_cache = gate->pools.decode.kv_cache;
+      plan->children = PlanChildren(plan->spec, mdep);
+    }
     PruneScope scope{ns,
                      json{{std::string(kDeploymentLabel), name}},
                      {Kind::kModelPool, Kind::kConfigMap, Kind::kDeployment, Kind::kService}};
@@ -82,6 +145,11 @@ Status ModelDeploymentReconciler::Reconcile(const std::string& key) {
     if (!applied.ok()) return applied.status();
     observed.not_owned = applied->not_owned;
     observed.precision = PrecisionSummary(plan->spec);
+    RETURN_IF_ERROR(ApplyGate(mdep, *wanted, *gate));
+    observed.rollout = gate->rollout;
+    if (ctx_.events != nullptr && gate->event.has_value()) {
+      ctx_.events->Record(mdep, gate->event->type, gate->event->reason, gate->event->message);
+    }
     if (ctx_.events != nullptr && !applied->created_names.empty()) {
       std::string message = "created";
       for (const std::string& n : applied->created_names) message += " " + n;

@@ -288,6 +288,44 @@ StatusOr<int64_t> ParseQuantityBytes(const json& q) {
   return static_cast<int64_t>(bytes);
 }
 
+namespace {
+
+// spec.rollout.qualityGate. Its canary stack is named "<name>-gate", whose pools must fit a
+// StatefulSet name as the deployment's own do: the name is at most 39 characters then.
+void ReadQualityGate(FieldReader& r, const DeploymentSpec& s, QualityGateSpec* g) {
+  if (r.Object("/spec/rollout/qualityGate") == nullptr) return;
+  constexpr std::string_view kGate = "/spec/rollout/qualityGate";
+  g->enabled = true;
+  g->suite = r.String(P(kGate, "suite"), "");
+  g->min_validity = r.Number(P(kGate, "minValidity"), g->min_validity);
+  g->max_validity_drop = r.Number(P(kGate, "maxValidityDrop"), g->max_validity_drop);
+  g->cases = r.Int(P(kGate, "cases"), g->cases);
+  g->max_tokens = r.Int(P(kGate, "maxTokens"), g->max_tokens);
+  const std::string at = "spec.rollout.qualityGate";
+  if (s.name.size() + 5 > kMaxDeploymentName) {
+    r.Fail("metadata.name: '" + s.name +
+           "' is longer than 39 characters, too long for the quality gate's canary "
+           "pools (<name>-gate-prefill)");
+  }
+  if (g->suite.empty() || g->suite.front() != '/') {
+    r.Fail(at + ".suite: want an absolute path to a suite file inside the model volume");
+  } else if (s.common.model_volume.is_null() ||
+             g->suite.rfind(
+                 s.common.mount_path.back() == '/' ? s.common.mount_path : s.common.mount_path + "/", 0) !=
+                 0) {
+    r.Fail(at + ".suite: '" + g->suite +
+           "' must lie under model.volume.mountPath (the eval Pod mounts the "
+           "model volume)");
+  }
+  if (!(g->min_validity >= 0 && g->min_validity <= 1)) r.Fail(at + ".minValidity: want a number in 0..1");
+  if (!(g->max_validity_drop >= 0 && g->max_validity_drop <= 100))
+    r.Fail(at + ".maxValidityDrop: want points in 0..100");
+  if (g->cases < 0) r.Fail(at + ".cases: want 0 (all) or more");
+  if (g->max_tokens < 1 || g->max_tokens > 65536) r.Fail(at + ".maxTokens: want 1..65536");
+}
+
+}  // namespace
+
 StatusOr<DeploymentSpec> ParseDeploymentSpec(const json& mdep, const PlanOptions& options) {
   FieldReader r(mdep);
   DeploymentSpec s;
@@ -331,6 +369,7 @@ StatusOr<DeploymentSpec> ParseDeploymentSpec(const json& mdep, const PlanOptions
   s.decode.role = "decode";
   ReadPool(r, "/spec/prefill", &s.prefill);
   ReadPool(r, "/spec/decode", &s.decode);
+  ReadQualityGate(r, s, &s.quality_gate);
   if (!r.status().ok()) return r.status();
   return s;
 }

@@ -52,6 +52,17 @@ struct PoolSpec {
   int64_t termination_grace_seconds = kDefaultTerminationGraceSeconds;
 };
 
+// spec.rollout.qualityGate (quality_gate.h): a pool's new precision is evaluated on a canary and
+// promoted only when its tool-call validity passes.
+struct QualityGateSpec {
+  bool enabled = false;
+  std::string suite;               // a suite file (JSONL) inside the model volume
+  double min_validity = 0.95;      // 0..1
+  double max_validity_drop = 0.5;  // points below the current configuration's validity
+  int64_t cases = 0;               // the suite's first N cases (0: all)
+  int64_t max_tokens = 256;        // per answer
+};
+
 struct DeploymentSpec {
   std::string name;
   std::string ns;
@@ -66,6 +77,7 @@ struct DeploymentSpec {
   // GPUs both pools may hold together (replicas x GPUs per pod, summed), a cap on the built-in
   // autoscaler's scale-ups; unset: no cap.
   std::optional<int64_t> gpu_budget;
+  QualityGateSpec quality_gate;
 };
 
 // A ModelPool read back (the deployment planner writes these; users may too).

@@ -2,6 +2,7 @@
 
 #include "controller/reconcile/conditions.h"
 #include "controller/reconcile/deployment_spec.h"
+#include "controller/reconcile/quality_gate.h"
 
 namespace tandem::controller::reconcile {
 namespace {
@@ -116,12 +117,14 @@ json ComputeDeploymentStatus(const DeploymentObservation& o, std::string_view no
       conditions.push_back({std::string(kDegraded), false, std::string(kReasonAsExpected), "no faults"});
     }
   }
+  if (o.plan.ok() && o.rollout.is_object()) conditions.push_back(QualityGateCondition(o.rollout));
   json status = {{"observedGeneration", generation},
                  {"prefill", parts[0].Summary()},
                  {"decode", parts[1].Summary()},
                  {"router", parts[2].Summary()},
                  {"conditions", MergeConditions(StoredConditions(mdep), conditions, generation, now)}};
   if (!o.precision.empty()) status["precision"] = o.precision;
+  if (o.rollout.is_object()) status["rollout"] = o.rollout;
   return status;
 }
 

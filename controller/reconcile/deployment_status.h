@@ -28,6 +28,7 @@ struct DeploymentObservation {
   int64_t prefill_desired = 0;
   int64_t decode_desired = 0;
   int64_t router_desired = 0;
+  json rollout;  // the quality gate's status.rollout (quality_gate.h), or null
 };
 
 // A pool's desired replicas: the live ModelPool's spec.replicas as PlanPool reads it, or

@@ -174,8 +174,10 @@ void Manager::AddInformer(int kind_index, const std::string& label_selector) {
     }
     if (kind == Kind::kModelPool) pool_queue_->Add(ObjectKey(*obj));
     if (kind == Kind::kPod) {
-      // Pods belong to the pool's StatefulSet, which is named after the pool.
+      // Pods belong to the pool's StatefulSet, which is named after the pool; the quality gate's
+      // eval Pod to its ModelDeployment.
       if (owner_kind == "StatefulSet") pool_queue_->Add(owner_key);
+      if (owner_kind == "ModelDeployment") deployment_queue_->Add(owner_key);
       return;
     }
     if (owner_kind == "ModelDeployment") deployment_queue_->Add(owner_key);

@@ -18,6 +18,7 @@
 #include "controller/reconcile/autoscaler.h"
 #include "controller/reconcile/deployment_spec.h"
 #include "controller/reconcile/events.h"
+#include "controller/reconcile/quality_gate.h"
 
 namespace tandem::controller::metrics {
 class ControllerMetrics;
@@ -42,6 +43,9 @@ class ModelDeploymentReconciler {
 
  private:
   Status Finalize(const json& mdep);
+  // The quality gate: observed and decided (quality_gate.h), then its canary and eval Pod applied.
+  GateDecision ObserveGate(const json& mdep, const DeploymentSpec& spec);
+  Status ApplyGate(const json& mdep, const DeploymentSpec& spec, const GateDecision& gate);
   ReconcileContext ctx_;
 };
 

@@ -61,6 +61,12 @@ UNEXERCISED = {
         "this run records no repeat (the autoscaler's repeated decisions do: controller.autoscale_sim "
         "checks the counts, ReconcilerTest.EventsAreRecordedForTransitionsAndAggregated the calls)",
     ("", "events", "update"): "as events get: the count and lastTimestamp of the existing Event",
+    ("", "pods", "get"): "as modeldeployments get: the store's live GET on a cache miss (an eval Pod not cached yet)",
+    ("", "pods", "create"):
+        "the quality gate's eval Pod (spec.rollout.qualityGate, not set in this run): created, read and "
+        "deleted in controller.quality_gate",
+    ("", "pods", "update"): "as pods create: our labels or annotations restored on a drifted eval Pod",
+    ("", "pods", "delete"): "as pods create: the eval Pod pruned once its verdict is recorded",
     ("tandem.dev", "modelpools", "delete"):
         "pruning a ModelPool the plan no longer wants; the same code path (apply.cc) is exercised "
         "here for every built-in kind; a stale ModelPool would be reconciled into pods of its own first",

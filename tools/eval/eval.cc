@@ -43,10 +43,12 @@ constexpr char kUsage[] =
     "usage: tandem eval <tools|score|fidelity> [flags]\n"
     "  tools   run tool-calling suites through the OpenAI chat API and score them\n"
     "          --suite FILE (JSONL; repeat for several)  --out DIR (eval-results)\n"
-    "          --url http://HOST:PORT --api-key KEY --model-name NAME   (any OpenAI-compatible server)\n"
+    "          --url [LABEL=]http://HOST:PORT (repeat: servers side by side) --api-key KEY --model-name "
+    "NAME\n"
     "          | --model DIR [--configs bf16,fp8-kv,int4,fp8,pd-split] [--threads N]   (tandem local, one\n"
     "            stack per precision configuration)\n"
     "          --limit N (first N cases of each suite)  --concurrency N (4)  --max-tokens N (256)\n"
+    "          --summary FILE (JSON: each configuration's figures over every suite)\n"
     "  score   score recorded answers (JSONL, as `tools` writes them) without a server\n"
     "          --suite FILE --answers FILE [--verdicts FILE (one scored case per line)]\n"
     "  fidelity  every precision configuration of a checkpoint against its BF16 reference: per-token KL,\n"
@@ -60,7 +62,8 @@ struct Options {
   std::string sub;
   std::vector<std::string> suites;
   std::string out = "eval-results";
-  std::string url, api_key, model_name, model_dir;
+  std::vector<std::pair<std::string, std::string>> urls;  // (label, url)
+  std::string api_key, model_name, model_dir, summary;
   std::vector<std::string> configs;
   std::string answers, verdicts;
   std::string prompts, text;
@@ -85,7 +88,12 @@ std::string ParseArgs(const std::vector<std::string>& args, Options* o) {
     } else if (flag == "--out") {
       o->out = v;
     } else if (flag == "--url") {
-      o->url = v;
+      const size_t eq = v.find('=');
+      const bool labelled = eq != std::string::npos && v.rfind("http", 0) != 0;
+      o->urls.emplace_back(labelled ? v.substr(0, eq) : "endpoint", labelled ? v.substr(eq + 1) : v);
+      ok = !o->urls.back().first.empty();
+    } else if (flag == "--summary") {
+      o->summary = v;
     } else if (flag == "--api-key") {
       o->api_key = v;
     } else if (flag == "--model-name") {
@@ -124,9 +132,15 @@ std::string ParseArgs(const std::vector<std::string>& args, Options* o) {
   if (o->sub == "fidelity") return o->model_dir.empty() ? "--model is required" : "";
   if (o->suites.empty()) return "--suite is required";
   if (o->sub == "tools") {
-    if (o->url.empty() == o->model_dir.empty()) return "give --url or --model (one of them)";
-    if (!o->url.empty() && !o->configs.empty())
-      return "--configs needs --model (a --url is one configuration)";
+    if (o->urls.empty() == o->model_dir.empty()) return "give --url or --model (one of them)";
+    if (!o->urls.empty() && !o->configs.empty())
+      return "--configs needs --model (each --url is one configuration)";
+    for (size_t i = 0; i < o->urls.size(); ++i) {
+      for (size_t j = 0; j < i; ++j) {
+        if (o->urls[i].first == o->urls[j].first)
+          return "--url: label '" + o->urls[i].first + "' given twice";
+      }
+    }
   } else if (o->answers.empty()) {
     return "--answers is required";
   }
@@ -250,7 +264,7 @@ int RunTools(const Options& o) {
     }
     configs = std::move(*picked);
   } else {
-    configs.push_back({"endpoint", "the server at " + o.url, {}});
+    for (const auto& [label, url] : o.urls) configs.push_back({label, "the server at " + url, {}});
   }
   Report report;
   report.experiment = "tools";
@@ -268,11 +282,13 @@ int RunTools(const Options& o) {
   Table categories;
   categories.title = "Accuracy by category";
   categories.columns = {"suite", "configuration", "category", "cases", "validity %", "accuracy %"};
-  std::map<std::string, double> first_validity;  // suite -> the first configuration's validity
-  for (const eval::PrecisionConfig& config : configs) {
+  std::map<std::string, double> first_validity;              // suite -> the first configuration's validity
+  std::map<std::string, std::vector<CaseScore>> all_scores;  // configuration -> every suite's scores
+  for (size_t ci = 0; ci < configs.size(); ++ci) {
+    const eval::PrecisionConfig& config = configs[ci];
     Target target;
     target.label = config.name;
-    if (o.url.empty()) {
+    if (o.urls.empty()) {
       LocalStackOptions so;
       so.model_dir = o.model_dir;
       so.out_dir = o.out;
@@ -290,7 +306,7 @@ int RunTools(const Options& o) {
       target.endpoint = target.stack->endpoint();
       target.model = target.stack->model();
     } else {
-      StatusOr<Endpoint> e = ParseEndpoint(o.url, o.api_key);
+      StatusOr<Endpoint> e = ParseEndpoint(o.urls[ci].second, o.api_key);
       if (!e.ok()) {
         std::fprintf(stderr, "tandem eval tools: %s\n", e.status().message().c_str());
         return 2;
@@ -325,6 +341,7 @@ int RunTools(const Options& o) {
         return 1;
       }
       const ToolMetrics m = eval::Aggregate(scores);
+      all_scores[config.name].insert(all_scores[config.name].end(), scores.begin(), scores.end());
       std::vector<Cell> row = {Text(suite), Text(config.name)};
       for (Cell& c : MetricCells(m)) row.push_back(std::move(c));
       main.rows.push_back(std::move(row));
@@ -358,7 +375,7 @@ int RunTools(const Options& o) {
   }
   report.tables = {main, categories};
   report.config = {{"suites", o.suites},           {"limit", o.limit}, {"max_tokens", o.max_tokens},
-                   {"concurrency", o.concurrency}, {"url", o.url},     {"model_dir", o.model_dir}};
+                   {"concurrency", o.concurrency}, {"urls", o.urls},   {"model_dir", o.model_dir}};
   report.config["configurations"] = Json::array();
   for (const eval::PrecisionConfig& c : configs) {
     report.config["configurations"].push_back(
@@ -368,6 +385,18 @@ int RunTools(const Options& o) {
   if (!files.ok()) {
     std::fprintf(stderr, "tandem eval tools: %s\n", files.status().ToString().c_str());
     return 1;
+  }
+  if (!o.summary.empty()) {
+    // Compact, for a Pod's termination message (4 KiB): each configuration's figures.
+    Json summary = Json::object();
+    for (const auto& [name, scores] : all_scores)
+      summary[name] = eval::MetricsToJson(eval::Aggregate(scores));
+    std::ofstream out(o.summary);
+    out << summary.dump() << "\n";
+    if (!out) {
+      std::fprintf(stderr, "tandem eval tools: cannot write %s\n", o.summary.c_str());
+      return 1;
+    }
   }
   std::printf("\n%s\n%s\n", main.Markdown().c_str(), categories.Markdown().c_str());
   for (const bench::Target& t : report.targets) {

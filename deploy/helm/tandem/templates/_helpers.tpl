@@ -111,7 +111,8 @@ The Lease is a separate Role in the leader-election namespace.
   verbs: ["get", "list", "watch", "create", "update", "delete"]
 - apiGroups: [""]
   resources: ["pods"]
-  verbs: ["list", "watch"]
+  {{- /* create, update, delete: the quality gate's eval Pod (docs/eval.md); agents' pods are the StatefulSets'. */}}
+  verbs: ["get", "list", "watch", "create", "update", "delete"]
 - apiGroups: [""]
   resources: ["events"]
   verbs: ["create", "get", "update"]
