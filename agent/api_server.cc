@@ -271,6 +271,9 @@ void ApiServer::Chat(const http::HttpRequest& request, const std::string& tenant
   call.request_id = NewId("chatcmpl-");
   call.prompt = options_.tokenizer->Encode(*prompt);
   call.params = chat.params;
+  // Kimi K2's tool-call markers are special tokens: with tools on, they must reach the parser
+  // (vLLM's tool parsers turn skip_special_tokens off the same way). The parser takes them out.
+  if (tools_enabled) call.params.skip_special_tokens = false;
   std::unique_ptr<GenerationStream> stream = StartOrAnswer(call, request, tenant, writer);
   if (!stream) return;
 

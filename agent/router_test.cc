@@ -142,6 +142,10 @@ TEST(WireTest, LayoutAndSamplingRoundTrip) {
   EXPECT_EQ(s2.seed, std::optional<uint64_t>(7));
   EXPECT_EQ(s2.stop, s.stop);
   EXPECT_EQ(s2.logprobs, 3);
+  EXPECT_TRUE(s2.skip_special_tokens);  // the default, as an older peer sends it (field unset)
+  s.skip_special_tokens = false;        // a chat request with tools: the markers reach the parser
+  ToProto(s, &sp);
+  EXPECT_FALSE(FromProto(sp).skip_special_tokens);
 }
 
 TEST(WireTest, TokenEventsAreCheckedFromTheNetwork) {

@@ -22,6 +22,7 @@ void ToProto(const runtime::SamplingParams& p, v1::SamplingParams* out) {
   out->set_logprobs(p.logprobs);
   out->set_min_tokens(p.min_tokens);
   out->set_ignore_eos(p.ignore_eos);
+  out->set_keep_special_tokens(!p.skip_special_tokens);
 }
 
 runtime::SamplingParams FromProto(const v1::SamplingParams& p) {
@@ -40,6 +41,7 @@ runtime::SamplingParams FromProto(const v1::SamplingParams& p) {
   out.logprobs = p.logprobs();
   out.min_tokens = p.min_tokens();
   out.ignore_eos = p.ignore_eos();
+  out.skip_special_tokens = !p.keep_special_tokens();
   return out;  // the engine validates the values (Submit / ReserveImport)
 }
 

@@ -91,6 +91,7 @@ void ReadSampling(FieldReader& reader, const ParseOptions& options, engine::runt
     reader.Fail("min_tokens", "'min_tokens' must not exceed the maximum number of tokens");
   }
   reader.Bool("ignore_eos", &params->ignore_eos);
+  reader.Bool("skip_special_tokens", &params->skip_special_tokens);
   if (const Json* n = reader.ok() ? reader.Find("n") : nullptr) {
     int64_t value = 0;
     if (!AsInt(*n, 1, 1, &value)) reader.Fail("n", "'n' must be 1: only one choice per request is supported");

@@ -95,6 +95,8 @@ const std::vector<FieldCase>& SamplingCases() {
       {R"(,"min_tokens":-1)", false, "min_tokens"},
       {R"(,"ignore_eos":true)", true, ""},
       {R"(,"ignore_eos":1)", false, "ignore_eos"},
+      {R"(,"skip_special_tokens":false)", true, ""},
+      {R"(,"skip_special_tokens":"no")", false, "skip_special_tokens"},
       {R"(,"n":1)", true, ""},
       {R"(,"n":null)", true, ""},
       {R"(,"n":2)", false, "n"},

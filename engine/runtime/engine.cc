@@ -88,8 +88,8 @@ StatusOr<std::unique_ptr<Engine::RequestState>> Engine::MakeState(const Request&
   StatusOr<Sampler> sampler =
       Sampler::Create(request.params, config_.executor->vocab_size(), seed, config_.eos_token_ids);
   if (!sampler.ok()) return sampler.status();
-  StatusOr<OutputProcessor> processor =
-      OutputProcessor::Create(request.params, config_.tokenizer, config_.eos_token_ids);
+  StatusOr<OutputProcessor> processor = OutputProcessor::Create(
+      request.params, config_.tokenizer, config_.eos_token_ids, request.params.skip_special_tokens);
   if (!processor.ok()) return processor.status();
   return std::make_unique<RequestState>(std::move(sampler).value(), std::move(processor).value());
 }

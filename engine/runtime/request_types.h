@@ -51,6 +51,9 @@ struct SamplingParams {
   std::vector<std::string> stop;    // stop strings (never part of the returned text)
   std::vector<int32_t> stop_token_ids;
   bool ignore_eos = false;
+  // false: special tokens stay in the text, as the tool-call markers of Kimi K2 (special tokens) must
+  // for the tool-call parser to see them; true (vLLM's default) drops them.
+  bool skip_special_tokens = true;
   int32_t logprobs = -1;  // -1 = none; 0..20: the sampled token's logprob plus this many top ones
 };
 
