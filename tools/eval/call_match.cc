@@ -3,6 +3,8 @@
 #include <cctype>
 #include <optional>
 
+#include "tools/eval/json_schema.h"
+
 namespace tandem::tools::eval {
 namespace {
 
@@ -35,29 +37,6 @@ std::optional<Kind> KindOfType(const Json& schema) {
   return std::nullopt;
 }
 
-// Python's == on json.loads values: numbers by value, containers element by element.
-bool PyEqual(const Json& a, const Json& b) {
-  if (a.is_number() && b.is_number() && !a.is_boolean() && !b.is_boolean()) {
-    return a.get<double>() == b.get<double>();
-  }
-  if (a.type() != b.type()) return false;
-  if (a.is_array()) {
-    if (a.size() != b.size()) return false;
-    for (size_t i = 0; i < a.size(); ++i) {
-      if (!PyEqual(a[i], b[i])) return false;
-    }
-    return true;
-  }
-  if (a.is_object()) {
-    if (a.size() != b.size()) return false;
-    for (const auto& [k, v] : a.items()) {
-      if (!b.contains(k) || !PyEqual(v, b[k])) return false;
-    }
-    return true;
-  }
-  return a == b;
-}
-
 bool IsOptionalMarker(const Json& v) { return v.is_string() && v.get<std::string>().empty(); }
 
 // A string standardised; anything else as it is.
@@ -65,7 +44,7 @@ Json Standardized(const Json& v) { return v.is_string() ? Json(StandardizeString
 
 bool AnyEqual(const Json& value, const Json& answers) {
   for (const Json& a : answers) {
-    if (PyEqual(value, a)) return true;
+    if (JsonSchemaEqual(value, a)) return true;
   }
   return false;
 }
@@ -121,7 +100,7 @@ bool ListMatches(const Json& value, const Json& answers) {
     if (!answer.is_array()) continue;
     Json want = Json::array();
     for (const Json& a : answer) want.push_back(Standardized(a));
-    if (PyEqual(got, want)) return true;
+    if (JsonSchemaEqual(got, want)) return true;
   }
   return false;
 }

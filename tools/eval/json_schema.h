@@ -23,7 +23,8 @@ namespace tandem::tools::eval {
 // InvalidArgument about the schema. Never throws.
 Status ValidateJsonSchema(const nlohmann::json& schema, const nlohmann::json& value);
 
-// Whether two JSON values are equal as JSON Schema compares them (numbers by value: 1 == 1.0).
+// Whether two JSON values are equal as JSON Schema compares them (numbers by value: 1 == 1.0;
+// containers element by element), which is also Python's == on json.loads values (BFCL's checker).
 bool JsonSchemaEqual(const nlohmann::json& a, const nlohmann::json& b);
 
 }  // namespace tandem::tools::eval

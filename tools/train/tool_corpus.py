@@ -55,6 +55,21 @@ PACKAGES = ["1Z999AA10123456784", "9400111899223197428490", "JD01460000628123456
             "7489201183746501", "RB554432101GB"]
 
 
+SYLLABLES = ["ka", "ve", "lo", "mi", "ra", "to", "sen", "dor", "an", "bel", "qu", "zi", "mar", "tel", "ou", "ni",
+             "pra", "gol", "fe", "ru", "sta", "vin", "cor", "ly", "ash", "dun", "ex", "ho", "ji", "wen"]
+
+
+def coined(rng, syllables=(2, 3)):
+    """A made-up word ("Velmora"): values the model can only get right by copying them from the
+    request, never by remembering a list."""
+    return "".join(rng.choice(SYLLABLES) for _ in range(rng.randint(*syllables))).capitalize()
+
+
+def pick(rng, items, make):
+    """An item of the list, or (four times in ten) a coined value."""
+    return make() if rng.random() < 0.4 else rng.choice(items)
+
+
 def email(rng):
     return "%s.%s@example.com" % (rng.choice(NAMES).lower(), rng.choice(SURNAMES).lower())
 
@@ -258,31 +273,44 @@ def draw(rng, tool_name, slot, schema):
         v = rng.choice(enum)
         return v, v
     t = schema.get("type")
+    word = lambda: coined(rng)  # noqa: E731
     by_slot = {
-        "city": lambda: rng.choice(CITIES), "origin": lambda: rng.choice(CITIES),
-        "destination": lambda: rng.choice(PLACES + CITIES) if tool_name == "order_taxi" else rng.choice(CITIES),
-        "start": lambda: rng.choice(PLACES), "end": lambda: rng.choice(PLACES),
+        "city": lambda: pick(rng, CITIES, word), "origin": lambda: pick(rng, CITIES, word),
+        "destination": lambda: pick(rng, PLACES + CITIES if tool_name == "order_taxi" else CITIES, word),
+        "start": lambda: pick(rng, PLACES, lambda: "the " + word() + " gate"),
+        "end": lambda: pick(rng, PLACES, lambda: "the " + word() + " tower"),
         "from_currency": lambda: rng.choice(CURRENCIES), "to_currency": lambda: rng.choice(CURRENCIES),
         "base": lambda: rng.choice(CURRENCIES), "quote": lambda: rng.choice(CURRENCIES),
-        "subject": lambda: rng.choice(TOPICS), "title": lambda: rng.choice(TOPICS),
+        "subject": lambda: pick(rng, TOPICS, lambda: "the " + word().lower() + " plan"),
+        "title": lambda: pick(rng, TOPICS, lambda: word() + " sync"),
         "date": lambda: date(rng), "check_in": lambda: date(rng), "time": lambda: clock(rng),
-        "label": lambda: rng.choice(LABELS), "text": lambda: rng.choice(PHRASES if tool_name == "translate_text" else TASKS),
-        "song": lambda: rng.choice(SONGS), "artist": lambda: rng.choice(ARTISTS), "symbol": lambda: rng.choice(STOCKS),
-        "dish": lambda: rng.choice(DISHES), "restaurant": lambda: rng.choice(RESTAURANTS),
-        "tracking_number": lambda: rng.choice(PACKAGES), "room": lambda: rng.choice(ROOMS),
-        "team": lambda: rng.choice(TEAMS), "query": lambda: rng.choice(PRODUCTS), "product": lambda: rng.choice(PRODUCTS),
-        "name": lambda: "%s %s" % (rng.choice(NAMES), rng.choice(SURNAMES)), "phone": lambda: phone(rng),
-        "street": lambda: "%d %s" % (rng.randint(1, 300), rng.choice(STREETS)), "word": lambda: rng.choice(WORDS),
-        "pickup": lambda: "%d %s" % (rng.randint(1, 300), rng.choice(STREETS)),
+        "label": lambda: pick(rng, LABELS, lambda: word().lower()),
+        "text": lambda: pick(rng, PHRASES if tool_name == "translate_text" else TASKS,
+                             lambda: "call " + word() if tool_name != "translate_text" else "hello " + word()),
+        "song": lambda: pick(rng, SONGS, lambda: word() + " " + word()), "artist": lambda: pick(rng, ARTISTS, word),
+        "symbol": lambda: pick(rng, STOCKS, lambda: "".join(rng.choice("ABCDEFGHIJKLMNOPQRSTUVWXYZ")
+                                                              for _ in range(rng.randint(2, 4)))),
+        "dish": lambda: pick(rng, DISHES, lambda: word().lower()),
+        "restaurant": lambda: pick(rng, RESTAURANTS, lambda: "The " + word() + " " + rng.choice(["Grill", "Kitchen", "House"])),
+        "tracking_number": lambda: pick(rng, PACKAGES, lambda: "".join(rng.choice("0123456789ABCDEFGHJKLMNPRSTUVWXYZ")
+                                                                       for _ in range(rng.randint(10, 18)))),
+        "room": lambda: rng.choice(ROOMS),
+        "team": lambda: pick(rng, TEAMS, word), "query": lambda: pick(rng, PRODUCTS, lambda: word().lower() + " lamp"),
+        "product": lambda: pick(rng, PRODUCTS, lambda: word().lower() + " mug"),
+        "name": lambda: "%s %s" % (pick(rng, NAMES, word), pick(rng, SURNAMES, word)), "phone": lambda: phone(rng),
+        "street": lambda: "%d %s" % (rng.randint(1, 300), pick(rng, STREETS, lambda: word() + " Street")),
+        "word": lambda: pick(rng, WORDS, lambda: word().lower()),
+        "pickup": lambda: "%d %s" % (rng.randint(1, 300), pick(rng, STREETS, lambda: word() + " Road")),
     }
     if slot in by_slot:
         v = by_slot[slot]()
         return v, v
     if t == "array":
         if slot == "to":
-            items = [email(rng) for _ in range(rng.choice([1, 1, 2, 3]))]
+            items = [email(rng) if rng.random() < 0.6 else "%s@%s.org" % (coined(rng).lower(), coined(rng).lower())
+                     for _ in range(rng.choice([1, 1, 2, 3]))]
         else:
-            items = rng.sample(NAMES, rng.choice([2, 3]))
+            items = [pick(rng, NAMES, lambda: coined(rng)) for _ in range(rng.choice([2, 3]))]
         return items, list_text(items)
     if t == "integer":
         lo, hi = schema.get("minimum", 1), schema.get("maximum", 60)

@@ -19,7 +19,6 @@ Needs Debian's python3-torch (1.13) with OpenBLAS (libopenblas0-pthread), jinja2
 docs/eval.md has the run's figures and its training curve.
 """
 import argparse
-import base64
 import json
 import math
 import os
@@ -30,7 +29,6 @@ import tempfile
 import time
 
 import numpy as np
-import tiktoken
 import torch
 import torch.nn.functional as F
 
@@ -40,8 +38,8 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(ROOT, "engine", "text", "testdata"))
 sys.path.insert(0, os.path.join(ROOT, "tests", "reference"))
 import make_tiny_checkpoint  # noqa: E402  (tensor names and shapes, BF16 rounding, the safetensors writer)
-import make_vocabs  # noqa: E402  (Kimi K2's pre-tokenizer pattern)
 import render_goldens  # noqa: E402  (the Kimi K2 chat template, rendered as transformers does)
+import tiktoken_files  # noqa: E402
 import tool_corpus  # noqa: E402
 
 ARCH = {
@@ -50,7 +48,7 @@ ARCH = {
     "moe_intermediate_size": 256, "n_routed_experts": 8, "num_experts_per_tok": 2, "n_shared_experts": 1,
     "n_group": 1, "topk_group": 1, "routed_scaling_factor": 1.0, "norm_topk_prob": True,
     "scoring_func": "sigmoid", "topk_method": "noaux_tc", "hidden_act": "silu",
-    "num_attention_heads": 4, "num_key_value_heads": 4, "q_lora_rank": None, "kv_lora_rank": 64,
+    "num_attention_heads": 8, "num_key_value_heads": 8, "q_lora_rank": None, "kv_lora_rank": 128,
     "qk_nope_head_dim": 32, "qk_rope_head_dim": 32, "v_head_dim": 32,
     "max_position_embeddings": 2048, "rms_norm_eps": 1e-6, "rope_theta": 10000.0, "rope_scaling": None,
     "tie_word_embeddings": False, "attention_bias": False, "num_nextn_predict_layers": 0, "torch_dtype": "bfloat16",
@@ -100,24 +98,22 @@ def make_vocabulary(tandem, out_dir, samples):
 
 
 def load_tokenizer(model_dir):
-    ranks = {}
-    with open(os.path.join(model_dir, "tiktoken.model")) as f:
-        for line in f:
-            token, rank = line.split()
-            ranks[base64.b64decode(token)] = int(rank)
-    with open(os.path.join(model_dir, "tokenizer_config.json")) as f:
-        specials = {v["content"]: int(k) for k, v in json.load(f)["added_tokens_decoder"].items()}
-    return tiktoken.Encoding("tandem-tool", pat_str=make_vocabs.KIMI, mergeable_ranks=ranks, special_tokens=specials)
+    return tiktoken_files.load(model_dir, "tandem-tool")
+
+
+PROMPT_WEIGHT = 0.2  # the prompt's tokens are predicted too, at this weight: free signal (the
+                    # forward pass runs over them anyway) that teaches the template and the tools' JSON
 
 
 def encode(enc, sample, max_len):
-    """(token ids, loss mask: 1 on the reply's tokens) or None when too long."""
+    """(token ids, loss weights: 1 on the reply's tokens, PROMPT_WEIGHT on the prompt's) or None
+    when too long."""
     prompt, reply = texts(sample)
     p = enc.encode(prompt, allowed_special="all")
     r = enc.encode(reply, allowed_special="all")
     if len(p) + len(r) > max_len:
         return None
-    return p + r, [0] * len(p) + [1] * len(r)
+    return p + r, [PROMPT_WEIGHT] * len(p) + [1.0] * len(r)
 
 
 # -------------------------------------------------------------------------------------- the model
@@ -274,6 +270,37 @@ def check_against_reference(model, model_dir, prompts):
             got = mirror(torch.tensor([ids]))[0].double().numpy()
             worst = max(worst, float(np.abs(got - want).max() / np.abs(want).max()))
     return worst
+
+
+def curve_svg(curve, title):
+    """The loss curve as a standalone SVG (loss on a log axis against the step)."""
+    w, h, left, right, top, bottom = 720, 360, 60, 20, 40, 40
+    steps = [c["step"] for c in curve]
+    losses = [max(1e-3, c["loss"]) for c in curve]
+    lo, hi = math.log10(min(losses)), math.log10(max(losses))
+    hi = hi if hi > lo else lo + 1
+
+    def xy(step, loss):
+        x = left + (w - left - right) * step / max(1, steps[-1])
+        y = top + (h - top - bottom) * (hi - math.log10(loss)) / (hi - lo)
+        return "%.1f,%.1f" % (x, y)
+
+    ticks = []
+    for e in range(math.floor(lo), math.ceil(hi) + 1):
+        for m in (1, 2, 5):
+            v = m * 10.0 ** e
+            if lo <= math.log10(v) <= hi:
+                y = xy(0, v).split(",")[1]
+                ticks.append('<line x1="%d" x2="%d" y1="%s" y2="%s" stroke="#ddd"/><text x="%d" y="%s" '
+                             'font-size="11" text-anchor="end">%g</text>' % (left, w - right, y, y, left - 4, y, v))
+    points = " ".join(xy(s, l) for s, l in zip(steps, losses))
+    return ('<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif">'
+            '<rect width="100%%" height="100%%" fill="white"/><text x="%d" y="22" font-size="14">%s</text>%s'
+            '<polyline fill="none" stroke="#1f77b4" stroke-width="1.5" points="%s"/>'
+            '<text x="%d" y="%d" font-size="11" text-anchor="middle">step (%d)</text>'
+            '<text x="14" y="%d" font-size="11" transform="rotate(-90 14 %d)">training loss (nats/token)</text>'
+            '</svg>\n' % (w, h, left, title, "".join(ticks), points, (w + left) // 2, h - 10, steps[-1],
+                         h // 2, h // 2))
 
 
 # ---------------------------------------------------------------------------------- train and check
@@ -438,6 +465,8 @@ def main(argv=None):
     if diff > 1e-4:
         print("the trained forward pass and the reference disagree: the checkpoint is not the model trained")
         return 1
+    with open(os.path.join(args.out, "training.svg"), "w") as f:
+        f.write(curve_svg(curve, "tool-tiny: weighted loss per token (reply 1, prompt %.1f)" % PROMPT_WEIGHT))
     print("wrote %s (%.1f min)" % (args.out, (time.time() - started) / 60))
     return 0
 
