@@ -2,19 +2,18 @@
 # The main job, from a fresh Debian 12 machine:  bash scripts/demo.sh
 # Installs dependencies, builds (ninja shows its progress), starts `tandem local` (a router, a
 # prefill agent with FP8 weights + BF16 KV and a decode agent with INT4 weights + FP8 KV, as
-# separate processes on loopback, page tags and the transfer checksum on) on the tiny default
-# model, sends one streaming chat request with a tool through the official OpenAI Python client,
-# prints the answer, the tool call if any, TTFT and tok/s and the agents' key metrics, and stops
-# the stack. DEMO_PORT picks the router's port (default 8000, or a free one when 8000 is taken).
+# separate processes on loopback, page tags and the transfer checksum on) on the default model,
+# the small trained tool-calling model in models/tool-tiny, sends one streaming chat request with a
+# tool through the official OpenAI Python client, prints the answer and the tool call, TTFT and
+# tok/s and the agents' key metrics, and stops the stack. DEMO_PORT picks the router's port (default 8000, or a free one when 8000 is taken).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 bash scripts/build.sh build
 ./build/tools/tandem version
-# The tiny default model (docs/tiny-model.md): a deterministic random checkpoint with a BPE
-# vocabulary trained here from our own corpus (no downloads). tandem local quantizes it for each
-# pool (models/tiny-fp8, models/tiny-int4) the first time.
-[ -f models/tiny/config.json ] || ./build/tools/tandem make-model --out models/tiny
+# The default model (docs/eval.md): a small deepseek_v3 (Kimi K2's architecture) trained here on a
+# synthetic tool-calling corpus, committed. tandem local quantizes it for each pool
+# (models/tool-tiny-fp8, models/tool-tiny-int4) the first time.
 port="${DEMO_PORT:-8000}"
 if ! .venv/bin/python -c "import socket,sys; s=socket.socket(); s.bind(('127.0.0.1', int(sys.argv[1])))" "$port" 2>/dev/null; then
   echo "demo: port $port is taken; using a free one"
@@ -22,7 +21,7 @@ if ! .venv/bin/python -c "import socket,sys; s=socket.socket(); s.bind(('127.0.0
 fi
 ready="$(mktemp -u /tmp/tandem-demo.XXXXXX.json)"
 start=$(date +%s)
-./build/tools/tandem local --model models/tiny --port "$port" --ready-file "$ready" &
+./build/tools/tandem local --model models/tool-tiny --port "$port" --ready-file "$ready" &
 stack=$!
 stop_stack() {
   if kill -0 "$stack" 2>/dev/null; then

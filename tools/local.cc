@@ -3,8 +3,8 @@
 // FP8 weights + BF16 KV, decode INT4 weights + FP8 KV, page tags and the transfer checksum on),
 // waits until every agent is ready, prints the URL and the API key, and on Ctrl-C / SIGTERM drains
 // them all and exits 0. Checkpoints in another weight format than the model directory's are made
-// once with `tandem quantize` beside it (DIR-fp8, DIR-int4); the default model is made with
-// `tandem make-model` when it is missing.
+// once with `tandem quantize` beside it (DIR-fp8, DIR-int4). The default model is the small trained
+// tool-calling model committed in models/tool-tiny (docs/eval.md).
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -25,7 +25,6 @@
 #include "engine/model/model_config.h"
 #include "tools/commands.h"
 #include "tools/local_support.h"
-#include "tools/make_model.h"
 
 namespace tandem::tools {
 namespace {
@@ -33,8 +32,8 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr char kUsage[] =
-    "usage: tandem local [--model DIR (default models/tiny)] [--prefill N] [--decode N] [--port N (default "
-    "8000)]\n"
+    "usage: tandem local [--model DIR (default models/tool-tiny)] [--prefill N] [--decode N]\n"
+    "                    [--port N (default 8000)]\n"
     "                    [--prefill-weights bf16|fp8|int4 (fp8)] [--prefill-kv bf16|fp8_e4m3 (bf16)]\n"
     "                    [--decode-weights bf16|fp8|int4 (int4)] [--decode-kv bf16|fp8_e4m3 (fp8_e4m3)]\n"
     "                    [--api-key KEY] [--threads N (per agent)] [--kv-cache-bytes N]\n"
@@ -43,7 +42,7 @@ constexpr char kUsage[] =
     "                    [--enable-fault-injection (tests: honour x-tandem-fault)]\n";
 
 struct LocalArgs {
-  std::string model = "models/tiny";
+  std::string model = "models/tool-tiny";
   bool model_given = false;
   int prefill = 1, decode = 1;
   int port = 8000;
@@ -139,13 +138,11 @@ int RunLocal(const std::vector<std::string>& raw) {
     }
   }
   if (!args.model_given && !fs::exists(args.model + "/config.json")) {
-    std::fprintf(stderr, "tandem local: making the tiny default model in %s\n", args.model.c_str());
-    MakeModelOptions mm;
-    mm.out_dir = args.model;
-    if (StatusOr<MakeModelReport> r = MakeModel(mm); !r.ok()) {
-      std::fprintf(stderr, "tandem local: make-model: %s\n", r.status().ToString().c_str());
-      return 1;
-    }
+    std::fprintf(stderr,
+                 "tandem local: the default model %s is not here: run from the repository root, or give "
+                 "--model DIR (`tandem make-model --out DIR` makes a random one)\n",
+                 args.model.c_str());
+    return 1;
   }
   StatusOr<std::string> prefill_dir = CheckpointIn(args.model, args.prefill_weights);
   StatusOr<std::string> decode_dir =

@@ -31,7 +31,8 @@ COPY . .
 RUN bash scripts/install-deps.sh \
  && bash scripts/build.sh build -DTANDEM_CUDA=ON -DTANDEM_BUILD_TESTS=OFF -DTANDEM_BUILD_BENCHMARKS=OFF \
       -DCMAKE_BUILD_TYPE=Release \
- && install -m 0755 build/agent/tandem-agent /usr/local/bin/tandem-agent
+ && install -m 0755 build/agent/tandem-agent /usr/local/bin/tandem-agent \
+ && install -m 0755 build/tools/tandem /usr/local/bin/tandem
 
 FROM debian:12-slim
 # Runtime libraries of the binary (ldd build/agent/tandem-agent; apt brings gRPC's own: abseil,
@@ -41,6 +42,8 @@ RUN apt-get update \
       libprometheus-cpp-core1.0 libssl3 \
  && rm -rf /var/lib/apt/lists/*
 COPY --from=build /usr/local/bin/tandem-agent /usr/local/bin/tandem-agent
+# The `tandem` command line too: the quality gate's eval Pod runs `tandem eval tools` (docs/eval.md).
+COPY --from=build /usr/local/bin/tandem /usr/local/bin/tandem
 ENV NVIDIA_VISIBLE_DEVICES=all \
     NVIDIA_DRIVER_CAPABILITIES=compute,utility
 USER 65532:65532

@@ -2,6 +2,7 @@
 // accuracy of a model behind any OpenAI-compatible endpoint, or of a model directory served by
 // `tandem local` in each precision configuration side by side; and the fidelity of every precision
 // configuration of a checkpoint to its BF16 reference (docs/eval.md).
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -573,6 +574,10 @@ int RunEval(const std::vector<std::string>& args) {
   }
   Options o;
   o.sub = args[0];
+  if (std::find(args.begin() + 1, args.end(), "--help") != args.end()) {
+    std::printf("%s", kUsage);
+    return 0;
+  }
   if (o.sub != "tools" && o.sub != "score" && o.sub != "fidelity") {
     std::fprintf(stderr, "tandem eval: unknown subcommand '%s'\n%s", o.sub.c_str(), kUsage);
     return 2;

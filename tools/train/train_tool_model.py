@@ -249,6 +249,18 @@ def write_checkpoint(model, path):
         f.write(make_tiny_checkpoint.safetensors_bytes(tensors, {"format": "pt"}))
 
 
+def load_weights(model, model_dir):
+    """A written checkpoint's weights (BF16 values) into `model`."""
+    import reference_model
+    _, weights = reference_model.load_checkpoint(model_dir)
+    with torch.no_grad():
+        for name, t in weights.items():
+            if name.endswith("e_score_correction_bias"):
+                model.bias[name] = torch.tensor(t, dtype=torch.float32)
+            else:
+                model.w(name).copy_(torch.tensor(t, dtype=torch.float32))
+
+
 def check_against_reference(model, model_dir, prompts):
     """The torch forward pass on the written (BF16) weights against tests/reference/reference_model.py
     (float64 numpy, written from the architecture's definition) on the same tokens: the largest
@@ -258,12 +270,8 @@ def check_against_reference(model, model_dir, prompts):
     cfg, weights = reference_model.load_checkpoint(model_dir)
     ref = reference_model.Model(cfg, weights)
     mirror = Model(cfg, 0)
+    load_weights(mirror, model_dir)
     with torch.no_grad():
-        for name, t in weights.items():
-            if name.endswith("e_score_correction_bias"):
-                mirror.bias[name] = torch.tensor(t, dtype=torch.float32)
-            else:
-                mirror.w(name).copy_(torch.tensor(t, dtype=torch.float32))
         worst = 0.0
         for ids in prompts:
             want = ref.forward([ids], [ref.new_cache()], absorbed=False)
@@ -392,6 +400,8 @@ def main(argv=None):
     ap.add_argument("--max-len", type=int, default=640)
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--max-minutes", type=float, default=0, help="stop early after this long (0: no limit)")
+    ap.add_argument("--init", default="", help="start from this model directory's weights (its vocabulary is "
+                                               "copied: the corpus's samples are drawn with --seed as always)")
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
     started = time.time()
@@ -399,7 +409,12 @@ def main(argv=None):
     train_samples = tool_corpus.samples(args.seed, args.train_samples)
     heldout = tool_corpus.samples(args.seed + 1000, args.heldout_samples)
     os.makedirs(args.out, exist_ok=True)
-    make_vocabulary(args.tandem, args.out, train_samples[:6000])
+    if args.init:
+        for name in ("tiktoken.model", "tokenizer_config.json", "config.json", "generation_config.json"):
+            with open(os.path.join(args.init, name), "rb") as src, open(os.path.join(args.out, name), "wb") as dst:
+                dst.write(src.read())
+    else:
+        make_vocabulary(args.tandem, args.out, train_samples[:6000])
     enc = load_tokenizer(args.out)
     with open(os.path.join(args.out, "config.json")) as f:
         made = json.load(f)
@@ -410,7 +425,12 @@ def main(argv=None):
     print("train: %d samples (%d over %d tokens dropped), mean %.0f tokens; vocab %d" % (
         len(data), len(train_samples) - len(data), args.max_len, sum(lengths) / len(lengths), cfg["vocab_size"]))
 
+    if args.init:
+        with open(os.path.join(args.init, "config.json")) as f:
+            cfg = json.load(f)
     model = Model(cfg, args.seed)
+    if args.init:
+        load_weights(model, args.init)
     params = sum(p.numel() for p in model.p.values())
     print("model: %.2fM parameters" % (params / 1e6))
     opt = torch.optim.AdamW(model.p.values(), lr=args.lr, betas=(0.9, 0.95), weight_decay=0.01)
