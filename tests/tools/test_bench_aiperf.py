@@ -102,7 +102,7 @@ class AiperfAgreementTest(unittest.TestCase):
         self.assertEqual(point["completed"], REQUESTS, point)
         self.assertEqual(point["total_output_tokens"], REQUESTS * OUTPUT_TOKENS, point)
         return {"ttft_ms": point["mean_ttft_ms"], "itl_ms": point["mean_tpot_ms"],
-                "output_tok_s": point["output_throughput"]}
+                "output_tok_s": point["output_throughput"], "input_tokens": point["total_input_tokens"] / REQUESTS}
 
     def run_aiperf(self, index):
         out = os.path.join(self.tmp.name, "aiperf-%d" % index)
@@ -127,7 +127,8 @@ class AiperfAgreementTest(unittest.TestCase):
         for key in ("time_to_first_token", "inter_token_latency"):
             self.assertEqual(report[key]["unit"], "ms", report[key])
         return {"ttft_ms": report["time_to_first_token"]["avg"], "itl_ms": report["inter_token_latency"]["avg"],
-                "output_tok_s": report["output_token_throughput"]["avg"]}
+                "output_tok_s": report["output_token_throughput"]["avg"],
+                "input_tokens": report["input_sequence_length"]["avg"]}
 
     def test_aiperf_and_serve_agree(self):
         runs = {"serve": [], "aiperf": []}
@@ -147,6 +148,8 @@ class AiperfAgreementTest(unittest.TestCase):
             lines.append("%s rounds: %s" % (tool, json.dumps(rs)))
         report = "\n".join(lines)
         print(report)
+        # The same load: the server counted the same prompt length for both clients' requests.
+        self.assertEqual(mean["aiperf"]["input_tokens"], mean["serve"]["input_tokens"], report)
         for k, ratio in ratios.items():
             self.assertLessEqual(abs(ratio - 1), TOLERANCE, "%s disagrees by more than 10%%:\n%s" % (k, report))
 
