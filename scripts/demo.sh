@@ -4,8 +4,9 @@
 # prefill agent with FP8 weights + BF16 KV and a decode agent with INT4 weights + FP8 KV, as
 # separate processes on loopback, page tags and the transfer checksum on) on the default model,
 # the small trained tool-calling model in models/tool-tiny, sends one streaming chat request with a
-# tool through the official OpenAI Python client, prints the answer and the tool call, TTFT and
-# tok/s and the agents' key metrics, and stops the stack. DEMO_PORT picks the router's port (default 8000, or a free one when 8000 is taken).
+# tool through the official OpenAI Python client, prints the answer and the tool call, the time to
+# the first chunk and to the whole answer and the agents' key metrics, and stops the stack.
+# DEMO_PORT picks the router's port (default 8000, or a free one when 8000 is taken).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh

@@ -23,6 +23,7 @@ import json
 import math
 import os
 import random
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -411,23 +412,20 @@ def main(argv=None):
     os.makedirs(args.out, exist_ok=True)
     if args.init:
         for name in ("tiktoken.model", "tokenizer_config.json", "config.json", "generation_config.json"):
-            with open(os.path.join(args.init, name), "rb") as src, open(os.path.join(args.out, name), "wb") as dst:
-                dst.write(src.read())
+            shutil.copyfile(os.path.join(args.init, name), os.path.join(args.out, name))
     else:
         make_vocabulary(args.tandem, args.out, train_samples[:6000])
     enc = load_tokenizer(args.out)
     with open(os.path.join(args.out, "config.json")) as f:
         made = json.load(f)
-    cfg = dict(ARCH, vocab_size=made["vocab_size"], bos_token_id=made.get("bos_token_id"),
-               eos_token_id=made.get("eos_token_id"))
+    # --init: the starting model's own architecture (its config.json was copied above)
+    cfg = made if args.init else dict(ARCH, vocab_size=made["vocab_size"], bos_token_id=made.get("bos_token_id"),
+                                      eos_token_id=made.get("eos_token_id"))
     data = [d for d in (encode(enc, s, args.max_len) for s in train_samples) if d is not None]
     lengths = [len(d[0]) for d in data]
     print("train: %d samples (%d over %d tokens dropped), mean %.0f tokens; vocab %d" % (
         len(data), len(train_samples) - len(data), args.max_len, sum(lengths) / len(lengths), cfg["vocab_size"]))
 
-    if args.init:
-        with open(os.path.join(args.init, "config.json")) as f:
-            cfg = json.load(f)
     model = Model(cfg, args.seed)
     if args.init:
         load_weights(model, args.init)
