@@ -236,12 +236,9 @@ Status PagePool::ReadIndexKeys(PageId page, size_t layer, size_t first_token, st
   return Status::Ok();
 }
 
-StatusOr<const uint16_t*> PagePool::Bf16RowsInPlace(PageId page, size_t layer) const {
-  if (config_.dtype != KvCacheDtype::kBf16)
-    return Status::FailedPrecondition("in-place bf16 rows: the pool stores fp8_e4m3 pages");
+StatusOr<const uint8_t*> PagePool::LatentRowsInPlace(PageId page, size_t layer) const {
   RETURN_IF_ERROR(CheckRows(page, layer, 0, 0));
-  // Rows are 2-byte aligned: page_bytes and row_bytes are even for bf16 pools.
-  return reinterpret_cast<const uint16_t*>(data_.data() + RowOffset(page, layer, 0));
+  return data_.data() + RowOffset(page, layer, 0);  // bf16 rows are 2-byte aligned (even offsets)
 }
 
 void PagePool::ClearTokenSlots(std::span<uint8_t> page, size_t first_token) const {

@@ -111,10 +111,10 @@ class PagePool {
   // Reads rows back as bf16 into `out` ([n][kv_lora + rope], n = out.size() / row_values).
   Status ReadRows(PageId page, size_t layer, size_t first_token, std::span<uint16_t> out) const;
 
-  // The page's rows of `layer` in place ([page_tokens][kv_lora + rope] bf16 bits), for readers
-  // that would otherwise copy them out (decode attention). BF16 pools only: FailedPrecondition for
-  // an FP8 pool (use ReadRows), OutOfRange for a page or layer outside the pool.
-  StatusOr<const uint16_t*> Bf16RowsInPlace(PageId page, size_t layer) const;
+  // The page's rows of `layer` in place ([page_tokens][kv_lora + rope]: bf16 bits in a BF16 pool,
+  // e4m3 codes of value · layer_scale(layer)'s inverse in an FP8 pool), for readers that would
+  // otherwise copy them out (attention). OutOfRange for a page or layer outside the pool.
+  StatusOr<const uint8_t*> LatentRowsInPlace(PageId page, size_t layer) const;
 
   // Stores the DSA indexer keys of tokens [first_token, first_token + n) of `layer` in `page`,
   // n = keys.size() / index_head_dim. keys: [n][index_head_dim] fp32. BF16 pools round each value

@@ -97,20 +97,30 @@ TEST(PagePoolTest, Bf16RoundTripIsExact) {
   EXPECT_EQ(other, std::vector<uint16_t>(rows.size(), 0));
 }
 
-TEST(PagePoolTest, Bf16RowsInPlaceAreTheWrittenRows) {
+TEST(PagePoolTest, LatentRowsInPlaceAreTheWrittenRows) {
   auto pool = PagePool::Create(SmallConfig(KvCacheDtype::kBf16, 4));
   ASSERT_TRUE(pool.ok());
   std::vector<uint16_t> rows = RandomRows(5, 2.0f, 3);
   ASSERT_TRUE((*pool)->WriteRows(3, 1, 11, rows).ok());
-  StatusOr<const uint16_t*> in_place = (*pool)->Bf16RowsInPlace(3, 1);
+  StatusOr<const uint8_t*> in_place = (*pool)->LatentRowsInPlace(3, 1);
   ASSERT_TRUE(in_place.ok()) << in_place.status().ToString();
   const size_t row_values = rows.size() / 5;
-  EXPECT_EQ(std::vector<uint16_t>(*in_place + 11 * row_values, *in_place + 16 * row_values), rows);
-  EXPECT_EQ((*pool)->Bf16RowsInPlace(4, 0).status().code(), StatusCode::kOutOfRange);
-  EXPECT_EQ((*pool)->Bf16RowsInPlace(0, 99).status().code(), StatusCode::kOutOfRange);
+  std::vector<uint16_t> got(rows.size());
+  std::memcpy(got.data(), *in_place + 11 * row_values * 2, got.size() * 2);
+  EXPECT_EQ(got, rows);
+  EXPECT_EQ((*pool)->LatentRowsInPlace(4, 0).status().code(), StatusCode::kOutOfRange);
+  EXPECT_EQ((*pool)->LatentRowsInPlace(0, 99).status().code(), StatusCode::kOutOfRange);
+  // FP8: the codes whose values (times the layer's scale) ReadRows gives.
   auto fp8 = PagePool::Create(SmallConfig(KvCacheDtype::kFp8E4M3, 4));
   ASSERT_TRUE(fp8.ok());
-  EXPECT_EQ((*fp8)->Bf16RowsInPlace(0, 0).status().code(), StatusCode::kFailedPrecondition);
+  ASSERT_TRUE((*fp8)->WriteRows(2, 0, 11, rows).ok());
+  StatusOr<const uint8_t*> codes = (*fp8)->LatentRowsInPlace(2, 0);
+  ASSERT_TRUE(codes.ok());
+  std::vector<uint16_t> back(rows.size());
+  ASSERT_TRUE((*fp8)->ReadRows(2, 0, 11, back).ok());
+  const float scale = (*fp8)->layer_scale(0);
+  for (size_t i = 0; i < rows.size(); ++i)
+    ASSERT_EQ(back[i], FloatToBf16(Fp8E4M3ToFloat((*codes)[11 * row_values + i]) * scale)) << i;
 }
 
 TEST(PagePoolTest, Fp8CalibratesOnFirstWriteThenKeepsTheScale) {

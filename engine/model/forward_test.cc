@@ -18,6 +18,7 @@
 #include "engine/core/cpu_features.h"
 #include "engine/formats/float_codecs.h"
 #include "engine/formats/weights.h"
+#include "engine/kernels/cpu/attention.h"
 #include "engine/kernels/cpu/matmul.h"
 #include "engine/model/dummy_model.h"
 #include "engine/model/kv_shape.h"
@@ -99,11 +100,16 @@ float Logit(double sigmoid) { return static_cast<float>(std::log(sigmoid / (1 - 
 template <typename Body>
 void ForEachVecIsa(Body body) {
   struct Restore {
-    ~Restore() { LimitVecOpsIsaForTesting(VecIsa::kAvx512); }
+    KernelIsa ceiling = KernelIsaCeiling();
+    ~Restore() {
+      LimitVecOpsIsaForTesting(VecIsa::kAvx512);
+      SetKernelIsaCeiling(ceiling);
+    }
   } restore;
   for (VecIsa isa : {VecIsa::kPortable, VecIsa::kAvx2, VecIsa::kAvx512}) {
     if (!VecOpsHostRuns(isa)) continue;
     LimitVecOpsIsaForTesting(isa);
+    SetKernelIsaCeiling(static_cast<KernelIsa>(isa));  // the attention kernels (kernels/cpu) too
     body(isa);
   }
 }
@@ -147,48 +153,10 @@ TEST(VecOpsTest, DotF32IsWithinFp32RoundingOfTheExactSum) {
   }
 }
 
-TEST(VecOpsTest, DotRowsBf16IsBatchInvariantAndWithinFp32Rounding) {
-  // Widths around the 16-lane chunks (and the real 576 and bench 320), 1..5 queries, rows in
-  // pages: every (query, row) score must equal the one computed alone, and be within
-  // width * 2^-24 * sum|q*r| of the exact sum, in every variant.
-  uint64_t state = 0x2545f4914f6cdd1dull;
-  auto next = [&] {
-    state ^= state << 13;
-    state ^= state >> 7;
-    state ^= state << 17;
-    return static_cast<float>(static_cast<int64_t>(state % 2000001) - 1000000) * 1e-6f;
-  };
-  ForEachVecIsa([&](VecIsa) {
-    for (int64_t width : {1, 15, 16, 17, 64, 320, 576}) {
-      const int64_t n = 37, nq = 5;
-      std::vector<uint16_t> rows(n * width);
-      std::vector<float> q(nq * width);
-      for (uint16_t& r : rows) r = FloatToBf16(next() * 3.0f);
-      for (float& v : q) v = next();
-      std::vector<float> all(nq * n), one(1);
-      DotRowsBf16(q.data(), nq, width, rows.data(), n, width, width, all.data(), n);
-      for (int64_t h = 0; h < nq; ++h) {
-        for (int64_t j = 0; j < n; ++j) {
-          DotRowsBf16(q.data() + h * width, 1, width, rows.data() + j * width, 1, width, width, one.data(),
-                      1);
-          ASSERT_EQ(all[h * n + j], one[0]) << "width " << width << " query " << h << " row " << j;
-          double exact = 0, magnitude = 0;
-          for (int64_t d = 0; d < width; ++d) {
-            const double t = static_cast<double>(q[h * width + d]) * Bf16ToFloat(rows[j * width + d]);
-            exact += t;
-            magnitude += std::fabs(t);
-          }
-          EXPECT_LE(std::fabs(all[h * n + j] - exact), width * std::ldexp(1.0, -24) * magnitude + 1e-30);
-        }
-      }
-    }
-  });
-}
-
-TEST(VecOpsTest, WeightedRowSumsBf16PageByPageIsOneWeightedRowSumPerWeightVector) {
-  // 1..6 weight vectors (the AVX-512 path runs them in groups of up to 4), some weights 0, dims
-  // around the 16-lane chunks and the 64- and 128-wide passes, rows in pages of 16 (the last one
-  // short): every output must be WeightedRowSum's over the widened rows, bit for bit, in every
+TEST(VecOpsTest, AttentionWeightedSumsPageByPageIsOneWeightedRowSumPerWeightVector) {
+  // The attention kernels' weighted sums over bf16 rows (engine/kernels/cpu/attention.h) and
+  // WeightedRowSum over the widened rows are the same sums: 1..6 weight vectors, some weights 0,
+  // dims around the vector passes, rows in pages of 16 (the last one short), bit for bit in every
   // variant.
   const int64_t n = 70, stride = 330, max_nw = 6;
   std::vector<float> w(max_nw * n), widened(n * stride);
@@ -205,8 +173,9 @@ TEST(VecOpsTest, WeightedRowSumsBf16PageByPageIsOneWeightedRowSumPerWeightVector
         const int64_t out_stride = dim + 3;
         std::vector<float> got(nw * out_stride, 0.0f);
         for (int64_t first = 0; first < n; first += 16) {
-          WeightedRowSumsBf16(w.data() + first, nw, n, rows.data() + first * stride,
-                              std::min<int64_t>(16, n - first), stride, dim, got.data(), out_stride);
+          kernels::cpu::AttentionWeightedSums(
+              w.data() + first, nw, n, {rows.data() + first * stride, kernels::cpu::RowFormat::kBf16, stride},
+              std::min<int64_t>(16, n - first), dim, got.data(), out_stride);
         }
         for (int64_t h = 0; h < nw; ++h) {
           std::vector<float> expected(dim);
@@ -258,32 +227,23 @@ TEST(VecOpsTest, ExpF32IsWithinTwoUlpAndTheSameAtEveryPosition) {
   }
 }
 
-TEST(VecOpsTest, ExpF32AndWeightedRowSumsGiveTheSameBitsInEveryVariant) {
-  // The contract of ExpF32 and WeightedRowSumsBf16: the same operations in every
-  // variant, so the AVX2 and AVX-512 bits must equal the portable loop's (where the host has them;
-  // a narrower host runs the portable loop three times).
+TEST(VecOpsTest, ExpF32GivesTheSameBitsInEveryVariant) {
+  // The contract of ExpF32: the same operations in every variant, so the AVX2 and AVX-512 bits
+  // must equal the portable loop's (where the host has them; a narrower host runs the portable
+  // loop three times). The attention kernels' weighted sums: engine/kernels/cpu/attention_test.cc.
   std::vector<float> x;
   for (double v = -95.0; v <= 95.0; v += 0.0173) x.push_back(static_cast<float>(v));
   for (float v : {-87.33654f, -87.3365f, 88.7f, 1e-30f, -0.0f}) x.push_back(v);
-  const int64_t n = 45, stride = 300, dim = 291, nw = 5;
-  std::vector<uint16_t> rows(n * stride);
-  std::vector<float> w(nw * n);
-  for (size_t i = 0; i < rows.size(); ++i)
-    rows[i] = FloatToBf16(std::sin(static_cast<float>(i) * 0.71f) * 4.0f);
-  for (size_t i = 0; i < w.size(); ++i) w[i] = i % 7 == 2 ? 0.0f : std::cos(static_cast<float>(i) * 0.43f);
-  std::vector<float> exp_ref, sums_ref;
+  std::vector<float> exp_ref;
   ForEachVecIsa([&](VecIsa isa) {
-    std::vector<float> e(x.size()), sums(nw * dim, 0.0f);
+    std::vector<float> e(x.size());
     ExpF32(x.data(), e.data(), static_cast<int64_t>(x.size()));
-    WeightedRowSumsBf16(w.data(), nw, n, rows.data(), n, stride, dim, sums.data(), dim);
     if (isa == VecIsa::kPortable) {
-      exp_ref = e, sums_ref = sums;
+      exp_ref = e;
       return;
     }
     const int v = static_cast<int>(isa);
     ASSERT_EQ(std::memcmp(e.data(), exp_ref.data(), e.size() * sizeof(float)), 0) << "ExpF32, variant " << v;
-    ASSERT_EQ(std::memcmp(sums.data(), sums_ref.data(), sums.size() * sizeof(float)), 0)
-        << "WeightedRowSumsBf16, variant " << v;
   });
 }
 
@@ -434,6 +394,29 @@ TEST_P(RunnerTest, AbsorbedMlaEqualsExpanded) {
                        expanded.Step({&a}, {{t}}, MlaForm::kExpanded), expanded.vocab()),
                 kSameMathRtol);
     }
+  }
+}
+
+// With more than 4 heads, the absorbed form widens an FP8 block's rows once into bf16 instead of
+// decoding them per group of 4 heads (kernels' bits unchanged): 8 heads, split (3 threads) and
+// per-head (1 thread) paths, against the expanded form and each other.
+TEST(RunnerTest8Heads, Fp8BlocksReadByManyHeadsMatchExpandedAndBothPaths) {
+  ModelConfig c = Preset("tiny").value();
+  c.num_attention_heads = 8;
+  Harness expanded(c, KvCacheDtype::kFp8E4M3), split(c, KvCacheDtype::kFp8E4M3, 3),
+      per_head(c, KvCacheDtype::kFp8E4M3, 1);
+  KvSequence a, b, d;
+  const std::vector<int32_t> prompt = Tokens(45, 3);
+  expanded.Step({&a}, {prompt}, MlaForm::kExpanded);
+  split.Step({&b}, {prompt}, MlaForm::kAbsorbed);
+  per_head.Step({&d}, {prompt}, MlaForm::kAbsorbed);
+  for (int32_t t : {5, 900, 42}) {
+    const std::vector<float> want = expanded.Step({&a}, {{t}}, MlaForm::kExpanded);
+    const std::vector<float> x = split.Step({&b}, {{t}}, MlaForm::kAbsorbed);
+    const std::vector<float> y = per_head.Step({&d}, {{t}}, MlaForm::kAbsorbed);
+    EXPECT_LE(RowRel(x, want, expanded.vocab()), kSameMathRtol) << t;
+    ASSERT_EQ(x.size(), y.size());
+    EXPECT_EQ(std::memcmp(x.data(), y.data(), x.size() * sizeof(float)), 0) << t;
   }
 }
 

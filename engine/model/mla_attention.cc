@@ -16,6 +16,8 @@ namespace {
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 // Decoded contexts kept between calls per thread (see Forward): 16 MiB of fp32.
 constexpr size_t kKeptContextFloats = size_t{4} << 20;
+// FP8 context rows are read in place by up to this many heads at once (one group of the kernels').
+constexpr int64_t kFp8InPlaceMaxHeads = 4;
 
 // Whether query i of `seg` may read key j: causal, and chosen by the indexer when it masked.
 bool Allowed(const AttnSegment& seg, const KeyMask& mask, int64_t i, int64_t j) {
@@ -75,16 +77,53 @@ Status MlaAttention::WriteLatent(const float* latent, std::span<const AttnSegmen
   return Status::Ok();
 }
 
-Status MlaAttention::ReadContextPage(const AttnSegment& seg, const kv::PagePool& kv, int64_t first,
-                                     float* lat) const {
-  const int64_t width = config_->KvLatentWidth();
+Status MlaAttention::Project(const float* h, int64_t tokens, std::span<const AttnSegment> segs,
+                             ThreadPool* pool, const kernels::cpu::MatmulOptions& options,
+                             std::vector<float>* q, std::vector<float>* q_resid,
+                             std::vector<float>* latent) const {
+  const ModelConfig& c = *config_;
+  const MlaWeights& w = weights_->attn;
+  const int64_t heads = c.num_attention_heads, qk = c.qk_head_dim(), nope = c.qk_nope_head_dim;
+  const int64_t lora = c.kv_lora_rank, width = c.KvLatentWidth();
+  q->resize(tokens * heads * qk);
+  latent->resize(tokens * width);
+  // The projections of h (q_a or q, and kv_a) in one job over both matrices' rows.
+  if (c.has_q_lora()) q_resid->resize(tokens * c.q_lora_rank);
+  const kernels::cpu::MatmulTask from_h[] = {
+      {c.has_q_lora() ? &w.q_a_proj : &w.q_proj, h, tokens, c.has_q_lora() ? q_resid->data() : q->data()},
+      {&w.kv_a_proj_with_mqa, h, tokens, latent->data()}};
+  RETURN_IF_ERROR(kernels::cpu::MatmulBatch(from_h, pool, options));
+  if (c.has_q_lora()) {
+    RmsNormRows(q_resid->data(), tokens, c.q_lora_rank, c.q_lora_rank, w.q_a_layernorm.data(), 1e-6);
+    RETURN_IF_ERROR(kernels::cpu::Matmul(w.q_b_proj, q_resid->data(), tokens, q->data(), pool, options));
+  }
+  RmsNormRows(latent->data(), tokens, lora, width, w.kv_a_layernorm.data(), 1e-6);
+  for (const AttnSegment& seg : segs) {
+    for (int64_t i = 0; i < seg.num_new; ++i) {
+      const int64_t row = seg.first_row + i;
+      rope_->Apply(q->data() + row * heads * qk + nope, heads, qk, seg.past + i);
+      rope_->Apply(latent->data() + row * width + lora, 1, width, seg.past + i);
+    }
+  }
+  return Status::Ok();
+}
+
+Status MlaAttention::GatherContexts(std::span<const AttnSegment> segs, const kv::PagePool& kv,
+                                    std::vector<ContextRows>* rows) const {
   const int64_t page_tokens = static_cast<int64_t>(kv.page_tokens());
-  thread_local std::vector<uint16_t> bf16;  // one page of rows, reused: no zero-fill per read
-  bf16.resize(page_tokens * width);
-  const int64_t run = std::min(page_tokens, seg.context() - first);
-  RETURN_IF_ERROR(kv.ReadRows(seg.seq->pages[first / page_tokens], layer_, 0,
-                              std::span<uint16_t>(bf16.data(), run * width)));
-  Bf16ToF32(bf16.data(), lat + first * width, run * width);
+  rows->assign(segs.size(), ContextRows());
+  for (size_t s = 0; s < segs.size(); ++s) {
+    ContextRows& r = (*rows)[s];
+    r.format = kv.dtype() == KvCacheDtype::kBf16 ? kernels::cpu::RowFormat::kBf16
+                                                 : kernels::cpu::RowFormat::kFp8E4M3;
+    r.page_tokens = page_tokens;
+    r.width = config_->KvLatentWidth();
+    for (int64_t t = 0; t < segs[s].context(); t += page_tokens) {
+      StatusOr<const uint8_t*> page = kv.LatentRowsInPlace(segs[s].seq->pages[t / page_tokens], layer_);
+      RETURN_IF_ERROR(page.status());
+      r.pages.push_back(*page);
+    }
+  }
   return Status::Ok();
 }
 
@@ -92,114 +131,83 @@ Status MlaAttention::Forward(const float* h, int64_t tokens, std::span<const Att
                              kv::PagePool* kv, bool use_indexer, std::vector<KeyMask>* index_masks,
                              ThreadPool* pool, const kernels::cpu::MatmulOptions& options, float* out) const {
   const ModelConfig& c = *config_;
-  const MlaWeights& w = weights_->attn;
-  const int64_t heads = c.num_attention_heads, qk = c.qk_head_dim(), nope = c.qk_nope_head_dim;
-  const int64_t lora = c.kv_lora_rank, width = c.KvLatentWidth();
-  std::vector<float> q(tokens * heads * qk), q_resid;  // q: [T, H, nope + rope]
-  std::vector<float> latent(tokens * width);           // [T, kv_lora + rope]
-  // The projections of h (q_a or q, and kv_a) in one job over both matrices' rows.
-  if (c.has_q_lora()) q_resid.resize(tokens * c.q_lora_rank);  // [T, q_lora]
-  const kernels::cpu::MatmulTask from_h[] = {
-      {c.has_q_lora() ? &w.q_a_proj : &w.q_proj, h, tokens, c.has_q_lora() ? q_resid.data() : q.data()},
-      {&w.kv_a_proj_with_mqa, h, tokens, latent.data()}};
-  RETURN_IF_ERROR(kernels::cpu::MatmulBatch(from_h, pool, options));
-  if (c.has_q_lora()) {
-    RmsNormRows(q_resid.data(), tokens, c.q_lora_rank, c.q_lora_rank, w.q_a_layernorm.data(), 1e-6);
-    RETURN_IF_ERROR(kernels::cpu::Matmul(w.q_b_proj, q_resid.data(), tokens, q.data(), pool, options));
-  }
-  RmsNormRows(latent.data(), tokens, lora, width, w.kv_a_layernorm.data(), 1e-6);
-  for (const AttnSegment& seg : segs) {
-    for (int64_t i = 0; i < seg.num_new; ++i) {
-      const int64_t row = seg.first_row + i;
-      rope_->Apply(q.data() + row * heads * qk + nope, heads, qk, seg.past + i);
-      rope_->Apply(latent.data() + row * width + lora, 1, width, seg.past + i);
-    }
-  }
+  std::vector<float> q, q_resid, latent;
+  RETURN_IF_ERROR(Project(h, tokens, segs, pool, options, &q, &q_resid, &latent));
   RETURN_IF_ERROR(WriteLatent(latent.data(), segs, kv));
-
   if (c.has_indexer() && use_indexer && weights_->indexer.has_value()) {
     RETURN_IF_ERROR(DsaIndexerSelect(c, *weights_->indexer, *rope_, layer_, h, q_resid.data(), tokens, segs,
                                      kv, pool, options, index_masks));
   } else if (!c.has_indexer() || !use_indexer || index_masks->size() != segs.size()) {
     index_masks->assign(segs.size(), KeyMask());
   }
+  // Every context is read in place: BF16 rows as they are, FP8 codes with the layer's scale
+  // folded into the arithmetic (a BF16 copy of each FP8 page cost a pass over the context at
+  // every decode step).
+  std::vector<ContextRows> rows;
+  RETURN_IF_ERROR(GatherContexts(segs, *kv, &rows));
+  const float kv_scale = kv->dtype() == KvCacheDtype::kBf16 ? 1.0f : kv->layer_scale(layer_);
+  std::vector<float> attn(tokens * c.num_attention_heads * c.v_head_dim);  // [T, H, v]
+  RETURN_IF_ERROR(AttendExpanded(segs, q.data(), rows, kv_scale, *index_masks, pool, options, attn.data()));
+  RETURN_IF_ERROR(AttendAbsorbed(segs, q.data(), rows, kv_scale, *index_masks, pool, attn.data()));
+  return kernels::cpu::Matmul(weights_->attn.o_proj, attn.data(), tokens, out, pool, options);
+}
 
-  std::vector<float> attn(tokens * heads * c.v_head_dim);  // [T, H, v]
+Status MlaAttention::AttendExpanded(std::span<const AttnSegment> segs, const float* q,
+                                    std::span<const ContextRows> rows, float kv_scale,
+                                    const std::vector<KeyMask>& masks, ThreadPool* pool,
+                                    const kernels::cpu::MatmulOptions& options, float* attn) const {
+  const ModelConfig& c = *config_;
+  const int64_t heads = c.num_attention_heads, qk = c.qk_head_dim(), width = c.KvLatentWidth();
   // Decoded contexts, kept between calls on this thread: a context is hundreds of KB, and a
   // fresh vector per layer and step was zero-filled (and page-faulted) before being overwritten.
   // At most kKeptContextFloats stay held after the call (the rest is freed), so a long prefill
-  // or a large batch does not pin its contexts' memory.
-  // (A reference: the lambdas below run on the pool's threads, which have their own `held`.)
+  // does not pin its contexts' memory.
   thread_local std::vector<std::vector<float>> held;
-  std::vector<std::vector<float>>& lats = held;
+  std::vector<std::vector<float>>& lats = held;  // (the pool's threads below have their own `held`)
   if (lats.size() < segs.size()) lats.resize(segs.size());
-  thread_local std::vector<std::vector<uint16_t>> held16;  // FP8 pools: bf16 copies of the pages
-  std::vector<std::vector<uint16_t>>& lats16 = held16;
-  if (lats16.size() < segs.size()) lats16.resize(segs.size());
   struct TrimOnExit {
     std::vector<std::vector<float>>& lats;
-    std::vector<std::vector<uint16_t>>& lats16;
     ~TrimOnExit() {
       size_t kept = 0;
       for (std::vector<float>& v : lats) {
         kept += v.capacity();
         if (kept > kKeptContextFloats) std::vector<float>().swap(v);
       }
-      for (std::vector<uint16_t>& v : lats16) {
-        kept += v.capacity() / 2;
-        if (kept > kKeptContextFloats) std::vector<uint16_t>().swap(v);
-      }
     }
-  } trim_on_exit{lats, lats16};
-  // Contexts. Expanded segments (prefill) decode theirs to fp32 [ctx, width]. Absorbed ones
-  // (decode) read bf16 rows page by page: in place from a BF16 pool (no copy at all), from a
-  // bf16 copy of each page for an FP8 pool. The decoding runs in one ParallelFor over every page
-  // that needs it: at batch 1 a context is the only serial work of the step left.
-  const int64_t page_tokens = static_cast<int64_t>(kv->page_tokens());
-  const bool in_place = kv->dtype() == KvCacheDtype::kBf16;
-  std::vector<std::vector<const uint16_t*>> rows16(segs.size());  // absorbed: each page's rows
-  std::vector<std::pair<size_t, int64_t>> pages;                  // (segment, first row) to decode
-  std::vector<size_t> absorbed;
+  } trim_on_exit{lats};
+  std::vector<std::pair<size_t, int64_t>> pages;  // (segment, first row) to decode
   for (size_t s = 0; s < segs.size(); ++s) {
-    const AttnSegment& seg = segs[s];
-    if (seg.form != MlaForm::kAbsorbed) {
-      lats[s].resize(seg.context() * width);
-      for (int64_t t = 0; t < seg.context(); t += page_tokens) pages.emplace_back(s, t);
-      continue;
-    }
-    absorbed.push_back(s);
-    if (!in_place) lats16[s].resize(seg.context() * width);
-    for (int64_t t = 0; t < seg.context(); t += page_tokens) {
-      if (in_place) {
-        StatusOr<const uint16_t*> rows = kv->Bf16RowsInPlace(seg.seq->pages[t / page_tokens], layer_);
-        RETURN_IF_ERROR(rows.status());
-        rows16[s].push_back(*rows);
-      } else {
-        rows16[s].push_back(lats16[s].data() + t * width);
-        pages.emplace_back(s, t);
-      }
-    }
+    if (segs[s].form == MlaForm::kAbsorbed) continue;
+    lats[s].resize(segs[s].context() * width);
+    for (int64_t t = 0; t < segs[s].context(); t += rows[s].page_tokens) pages.emplace_back(s, t);
   }
-  std::vector<Status> read_status(pages.size(), Status::Ok());
+  if (pages.empty()) return Status::Ok();
+  // One ParallelFor over every page: a long prompt's context is many pages.
   pool->ParallelFor(static_cast<int64_t>(pages.size()), 1, [&](int64_t begin, int64_t end, int) {
     for (int64_t i = begin; i < end; ++i) {
       const auto [s, first] = pages[i];
-      if (segs[s].form != MlaForm::kAbsorbed) {
-        read_status[i] = ReadContextPage(segs[s], *kv, first, lats[s].data());
-      } else {
-        const int64_t run = std::min(page_tokens, segs[s].context() - first);
-        read_status[i] = kv->ReadRows(segs[s].seq->pages[first / page_tokens], layer_, 0,
-                                      std::span<uint16_t>(lats16[s].data() + first * width, run * width));
-      }
+      const int64_t run = std::min(rows[s].page_tokens, segs[s].context() - first);
+      kernels::cpu::RowsToF32(rows[s].At(first), run, width, kv_scale, lats[s].data() + first * width);
     }
   });
-  for (const Status& st : read_status) RETURN_IF_ERROR(st);
   for (size_t s = 0; s < segs.size(); ++s) {
     const AttnSegment& seg = segs[s];
     if (seg.form == MlaForm::kAbsorbed) continue;
-    RETURN_IF_ERROR(Expanded(seg, q.data() + seg.first_row * heads * qk, lats[s], (*index_masks)[s], pool,
-                             options, attn.data() + seg.first_row * heads * c.v_head_dim));
+    RETURN_IF_ERROR(Expanded(seg, q + seg.first_row * heads * qk, lats[s], masks[s], pool, options,
+                             attn + seg.first_row * heads * c.v_head_dim));
   }
+  return Status::Ok();
+}
+
+Status MlaAttention::AttendAbsorbed(std::span<const AttnSegment> segs, const float* q,
+                                    std::span<const ContextRows> rows, float kv_scale,
+                                    const std::vector<KeyMask>& masks, ThreadPool* pool, float* attn) const {
+  const ModelConfig& c = *config_;
+  const int64_t heads = c.num_attention_heads, qk = c.qk_head_dim();
+  std::vector<size_t> absorbed;
+  for (size_t s = 0; s < segs.size(); ++s)
+    if (segs[s].form == MlaForm::kAbsorbed) absorbed.push_back(s);
+  if (absorbed.empty()) return Status::Ok();
   // Fewer decode segments than threads (batch 1): split the work three ways, so that each row of
   // the context is read by one thread, once (reading all of it on every thread made this phase
   // memory-bound). Otherwise every (absorbed segment, head) pair in one ParallelFor: a decode
@@ -209,24 +217,21 @@ Status MlaAttention::Forward(const float* h, int64_t tokens, std::span<const Att
   int64_t split_floats = 0;  // the split's block partials: [num_new, blocks, H, PartialSize()] per segment
   for (size_t s : absorbed)
     split_floats += segs[s].num_new * Blocks(segs[s].context()) * heads * PartialSize();
-  if (!absorbed.empty() && static_cast<int64_t>(absorbed.size()) < pool->num_threads() &&
-      split_floats <= kMaxSplitFloats) {
-    RETURN_IF_ERROR(
-        AbsorbedSplit(segs, absorbed, q.data(), rows16, page_tokens, *index_masks, pool, attn.data()));
-  } else {
-    pool->ParallelFor(static_cast<int64_t>(absorbed.size()) * heads, 1, [&](int64_t begin, int64_t end, int) {
-      AbsorbedScratch scratch;
-      for (int64_t i = begin; i < end;) {
-        const size_t s = absorbed[i / heads];
-        const int64_t h0 = i % heads, h1 = std::min(heads, h0 + (end - i));
-        const AttnSegment& seg = segs[s];
-        AbsorbedHeads(seg, q.data() + seg.first_row * heads * qk, rows16[s], page_tokens, (*index_masks)[s],
-                      h0, h1, &scratch, attn.data() + seg.first_row * heads * c.v_head_dim);
-        i += h1 - h0;
-      }
-    });
+  if (static_cast<int64_t>(absorbed.size()) < pool->num_threads() && split_floats <= kMaxSplitFloats) {
+    return AbsorbedSplit(segs, absorbed, q, rows, kv_scale, masks, pool, attn);
   }
-  return kernels::cpu::Matmul(w.o_proj, attn.data(), tokens, out, pool, options);
+  pool->ParallelFor(static_cast<int64_t>(absorbed.size()) * heads, 1, [&](int64_t begin, int64_t end, int) {
+    AbsorbedScratch scratch;
+    for (int64_t i = begin; i < end;) {
+      const size_t s = absorbed[i / heads];
+      const int64_t h0 = i % heads, h1 = std::min(heads, h0 + (end - i));
+      const AttnSegment& seg = segs[s];
+      AbsorbedHeads(seg, q + seg.first_row * heads * qk, rows[s], kv_scale, masks[s], h0, h1, &scratch,
+                    attn + seg.first_row * heads * c.v_head_dim);
+      i += h1 - h0;
+    }
+  });
+  return Status::Ok();
 }
 
 Status MlaAttention::Expanded(const AttnSegment& seg, const float* q, const std::vector<float>& lat,
@@ -278,7 +283,8 @@ void MlaAttention::QueryLatent(const float* qh, int64_t h, float* qc) const {
   // q_lat = W_UKᵀ q_nope: the head's nope rows of kv_b_proj weighted by q_nope, summed.
   if (kv_b_bf16_ != nullptr) {
     std::fill(qc, qc + lora, 0.0f);
-    WeightedRowSumsBf16(qh, 1, nope, kv_b_bf16_ + uk * lora, nope, lora, lora, qc, lora);
+    kernels::cpu::AttentionWeightedSums(
+        qh, 1, nope, {kv_b_bf16_ + uk * lora, kernels::cpu::RowFormat::kBf16, lora}, nope, lora, qc, lora);
   } else if (kv_b_fp8_ != nullptr) {  // WeightedRowSum's bits: zeros, then row after row
     std::fill(qc, qc + lora, 0.0f);
     thread_local std::vector<float> row;
@@ -301,12 +307,12 @@ int64_t MlaAttention::BlockRows(int64_t ctx) {
 
 int64_t MlaAttention::Blocks(int64_t ctx) { return (ctx + BlockRows(ctx) - 1) / BlockRows(ctx); }
 
-void MlaAttention::BlockPartials(const AttnSegment& seg, std::span<const uint16_t* const> pages,
-                                 int64_t page_tokens, const KeyMask& mask, int64_t i, int64_t first,
-                                 int64_t block_rows, const float* q_cat, int64_t nh, std::vector<float>* s,
-                                 float* part) const {
+void MlaAttention::BlockPartials(const AttnSegment& seg, const ContextRows& rows, float kv_scale,
+                                 const KeyMask& mask, int64_t i, int64_t first, int64_t block_rows,
+                                 const float* q_cat, int64_t nh, std::vector<float>* s, float* part) const {
   const ModelConfig& c = *config_;
   const int64_t lora = c.kv_lora_rank, width = c.KvLatentWidth(), psize = PartialSize();
+  const int64_t page_tokens = rows.page_tokens;
   const int64_t ctx = seg.context(), visible = std::min(ctx, seg.past + i + 1);
   const int64_t end = std::min(first + block_rows, visible), n = end - first;
   for (int64_t h = 0; h < nh; ++h) {
@@ -319,17 +325,35 @@ void MlaAttention::BlockPartials(const AttnSegment& seg, std::span<const uint16_
   // Scores of every head, then their weighted sums, over the block's rows page by page ([p0, p1)
   // within one page; a block may start or end mid-page): each row is read for all nh heads at once.
   s->resize(nh * block_rows);
-  auto each_run = [&](auto fn) {
+  // The block's rows in runs: page by page in place; or, FP8 rows that more than 4 heads read
+  // (the FP8 kernels decode a row chunk again for every 4 heads), widened once into a bf16 block,
+  // which the kernels read with the same bits.
+  const bool widen = rows.format == kernels::cpu::RowFormat::kFp8E4M3 && nh > kFp8InPlaceMaxHeads;
+  thread_local std::vector<uint16_t> widened;
+  if (widen) {
+    widened.resize(n * width);
     for (int64_t p0 = first, p1; p0 < end; p0 = p1) {
       p1 = std::min(end, (p0 / page_tokens + 1) * page_tokens);
-      fn(p0, p1, pages[p0 / page_tokens] + (p0 % page_tokens) * width);
+      kernels::cpu::Fp8RowsToBf16(rows.At(p0), p1 - p0, width, widened.data() + (p0 - first) * width);
+    }
+  }
+  auto each_run = [&](auto fn) {
+    if (widen) {
+      fn(first, end, kernels::cpu::RowsRef{widened.data(), kernels::cpu::RowFormat::kBf16, width});
+      return;
+    }
+    for (int64_t p0 = first, p1; p0 < end; p0 = p1) {
+      p1 = std::min(end, (p0 / page_tokens + 1) * page_tokens);
+      fn(p0, p1, rows.At(p0));
     }
   };
-  each_run([&](int64_t p0, int64_t p1, const uint16_t* rows) {
-    DotRowsBf16(q_cat, nh, width, rows, p1 - p0, width, width, s->data() + (p0 - first), block_rows);
+  each_run([&](int64_t p0, int64_t p1, kernels::cpu::RowsRef run) {
+    kernels::cpu::AttentionScores(q_cat, nh, width, run, p1 - p0, width, s->data() + (p0 - first),
+                                  block_rows);
   });
-  // Per head: masked and scaled scores, their maximum m, the weights e_j = exp(s_j - m) and l.
-  const float scale = static_cast<float>(c.AttentionSoftmaxScale());
+  // Per head: masked and scaled scores (an FP8 row's scale folded into the softmax scale), their
+  // maximum m, the weights e_j = exp(s_j - m) and l.
+  const float scale = static_cast<float>(c.AttentionSoftmaxScale()) * kv_scale;
   for (int64_t h = 0; h < nh; ++h) {
     float* sh = s->data() + h * block_rows;
     float m = kNegInf;
@@ -350,8 +374,9 @@ void MlaAttention::BlockPartials(const AttnSegment& seg, std::span<const uint16_
     part[h * psize + lora + 1] = l;
   }
   // o = Σ e_j c_j of every head, page by page (the rows just scored, still in cache).
-  each_run([&](int64_t p0, int64_t p1, const uint16_t* rows) {
-    WeightedRowSumsBf16(s->data() + (p0 - first), nh, block_rows, rows, p1 - p0, width, lora, part, psize);
+  each_run([&](int64_t p0, int64_t p1, kernels::cpu::RowsRef run) {
+    kernels::cpu::AttentionWeightedSums(s->data() + (p0 - first), nh, block_rows, run, p1 - p0, lora, part,
+                                        psize);
   });
 }
 
@@ -374,18 +399,22 @@ void MlaAttention::FoldPartial(const float* part, float* state) const {
   state[lora + 1] += f * pl;
 }
 
-void MlaAttention::HeadFromState(const float* state, int64_t h, std::vector<float>* o_lat, float* o) const {
+void MlaAttention::HeadFromState(const float* state, float kv_scale, int64_t h, std::vector<float>* o_lat,
+                                 float* o) const {
   const ModelConfig& c = *config_;
   const int64_t lora = c.kv_lora_rank, vdim = c.v_head_dim;
-  // l > 0 whenever a row is visible (a new token always sees itself); o = 0 otherwise.
+  // l > 0 whenever a row is visible (a new token always sees itself); o = 0 otherwise. An FP8
+  // row's scale applies here, once per head (1 for BF16: the same bits as without it).
   o_lat->assign(lora, 0.0f);
   if (state[lora + 1] > 0.0f) {
-    const float inv = 1.0f / state[lora + 1];
+    const float inv = kv_scale / state[lora + 1];
     for (int64_t d = 0; d < lora; ++d) (*o_lat)[d] = state[d] * inv;
   }
   const int64_t uv = h * (c.qk_nope_head_dim + vdim) + c.qk_nope_head_dim;  // W_UV rows of kv_b_proj
   if (kv_b_bf16_ != nullptr) {
-    DotRowsBf16(o_lat->data(), 1, lora, kv_b_bf16_ + uv * lora, vdim, lora, lora, o, vdim);
+    kernels::cpu::AttentionScores(o_lat->data(), 1, lora,
+                                  {kv_b_bf16_ + uv * lora, kernels::cpu::RowFormat::kBf16, lora}, vdim, lora,
+                                  o, vdim);
   } else if (kv_b_fp8_ != nullptr) {
     thread_local std::vector<float> row;
     row.resize(lora);
@@ -398,10 +427,9 @@ void MlaAttention::HeadFromState(const float* state, int64_t h, std::vector<floa
   }
 }
 
-void MlaAttention::AbsorbedHeads(const AttnSegment& seg, const float* q,
-                                 std::span<const uint16_t* const> pages, int64_t page_tokens,
-                                 const KeyMask& mask, int64_t h0, int64_t h1, AbsorbedScratch* scratch,
-                                 float* out) const {
+void MlaAttention::AbsorbedHeads(const AttnSegment& seg, const float* q, const ContextRows& rows,
+                                 float kv_scale, const KeyMask& mask, int64_t h0, int64_t h1,
+                                 AbsorbedScratch* scratch, float* out) const {
   const ModelConfig& c = *config_;
   const int64_t heads = c.num_attention_heads, qk = c.qk_head_dim(), width = c.KvLatentWidth();
   const int64_t nh = h1 - h0, psize = PartialSize(), lora = c.kv_lora_rank;
@@ -418,22 +446,21 @@ void MlaAttention::AbsorbedHeads(const AttnSegment& seg, const float* q,
     for (int64_t h = 0; h < nh; ++h) scratch->state[h * psize + lora + 1] = 0.0f;
     const int64_t visible = std::min(seg.context(), seg.past + i + 1);
     for (int64_t first = 0; first < visible; first += block_rows) {
-      BlockPartials(seg, pages, page_tokens, mask, i, first, block_rows, scratch->q_cat.data(), nh,
-                    &scratch->s, scratch->part.data());
+      BlockPartials(seg, rows, kv_scale, mask, i, first, block_rows, scratch->q_cat.data(), nh, &scratch->s,
+                    scratch->part.data());
       for (int64_t h = 0; h < nh; ++h)
         FoldPartial(scratch->part.data() + h * psize, scratch->state.data() + h * psize);
     }
     for (int64_t h = h0; h < h1; ++h) {
-      HeadFromState(scratch->state.data() + (h - h0) * psize, h, &scratch->o_lat,
+      HeadFromState(scratch->state.data() + (h - h0) * psize, kv_scale, h, &scratch->o_lat,
                     out + (i * heads + h) * c.v_head_dim);
     }
   }
 }
 
 Status MlaAttention::AbsorbedSplit(std::span<const AttnSegment> segs, std::span<const size_t> absorbed,
-                                   const float* q, std::span<const std::vector<const uint16_t*>> rows16,
-                                   int64_t page_tokens, const std::vector<KeyMask>& masks, ThreadPool* pool,
-                                   float* attn) const {
+                                   const float* q, std::span<const ContextRows> rows, float kv_scale,
+                                   const std::vector<KeyMask>& masks, ThreadPool* pool, float* attn) const {
   const ModelConfig& c = *config_;
   const int64_t heads = c.num_attention_heads, qk = c.qk_head_dim(), width = c.KvLatentWidth();
   const int64_t psize = PartialSize();
@@ -480,7 +507,7 @@ Status MlaAttention::AbsorbedSplit(std::span<const AttnSegment> segs, std::span<
     for (int64_t k = begin; k < end; ++k) {
       const auto [a, i, b] = query_blocks[k];
       const size_t seg_index = absorbed[a];
-      BlockPartials(segs[seg_index], rows16[seg_index], page_tokens, masks[seg_index], i, b * block_rows[a],
+      BlockPartials(segs[seg_index], rows[seg_index], kv_scale, masks[seg_index], i, b * block_rows[a],
                     block_rows[a], q_cat[a] + i * heads * width, heads, &s,
                     parts[a] + (i * blocks[a] + b) * heads * psize);
     }
@@ -494,7 +521,8 @@ Status MlaAttention::AbsorbedSplit(std::span<const AttnSegment> segs, std::span<
       state[c.kv_lora_rank + 1] = 0.0f;
       for (int64_t b = 0; b < blocks[a]; ++b)
         FoldPartial(parts[a] + ((i * blocks[a] + b) * heads + h) * psize, state.data());
-      HeadFromState(state.data(), h, &o_lat, attn + ((seg.first_row + i) * heads + h) * c.v_head_dim);
+      HeadFromState(state.data(), kv_scale, h, &o_lat,
+                    attn + ((seg.first_row + i) * heads + h) * c.v_head_dim);
     }
   });
   return Status::Ok();

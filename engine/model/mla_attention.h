@@ -17,6 +17,7 @@
 
 #include "common/status.h"
 #include "engine/core/thread_pool.h"
+#include "engine/kernels/cpu/attention.h"
 #include "engine/kernels/cpu/matmul.h"
 #include "engine/kv/page_pool.h"
 #include "engine/model/forward_ops.h"
@@ -45,10 +46,39 @@ class MlaAttention {
   MlaAttention(const ModelConfig& config, const LayerWeights& weights, int64_t layer, const Rope* rope)
       : config_(&config), weights_(&weights), layer_(layer), rope_(rope) {}
 
+  // A segment's context rows of this layer, read in place from its pages (bf16 bits or e4m3
+  // codes): page k holds rows [k·page_tokens, (k+1)·page_tokens). FP8 rows are read without their
+  // per-layer scale, which the absorbed form folds into the softmax scale and the output.
+  struct ContextRows {
+    std::vector<const uint8_t*> pages;
+    kernels::cpu::RowFormat format = kernels::cpu::RowFormat::kBf16;
+    int64_t page_tokens = 0;
+    int64_t width = 0;
+    // Rows from `row` to the end of its page.
+    kernels::cpu::RowsRef At(int64_t row) const {
+      const int64_t bytes = format == kernels::cpu::RowFormat::kBf16 ? 2 : 1;
+      return {pages[row / page_tokens] + (row % page_tokens) * width * bytes, format, width};
+    }
+  };
+
+  // The steps of Forward. Project: q [T, H, nope + rope] and latent [T, kv_lora + rope] from h
+  // (q_resid [T, q_lora] kept for the indexer), normed and with RoPE applied.
+  Status Project(const float* h, int64_t tokens, std::span<const AttnSegment> segs, ThreadPool* pool,
+                 const kernels::cpu::MatmulOptions& options, std::vector<float>* q,
+                 std::vector<float>* q_resid, std::vector<float>* latent) const;
   Status WriteLatent(const float* latent, std::span<const AttnSegment> segs, kv::PagePool* kv) const;
-  // The context rows [first, first + page_tokens) ∩ [0, ctx) of the segment (one page), decoded
-  // to fp32 at lat + first * width.
-  Status ReadContextPage(const AttnSegment& seg, const kv::PagePool& kv, int64_t first, float* lat) const;
+  // Every segment's context rows, in place.
+  Status GatherContexts(std::span<const AttnSegment> segs, const kv::PagePool& kv,
+                        std::vector<ContextRows>* rows) const;
+  // The expanded segments (prefill): their contexts decoded to fp32 (value · scale, rounded once)
+  // in one ParallelFor over pages, then Expanded. attn: [T, H, v].
+  Status AttendExpanded(std::span<const AttnSegment> segs, const float* q, std::span<const ContextRows> rows,
+                        float kv_scale, const std::vector<KeyMask>& masks, ThreadPool* pool,
+                        const kernels::cpu::MatmulOptions& options, float* attn) const;
+  // The absorbed segments (decode), by the split or the per-head path (the same bits).
+  Status AttendAbsorbed(std::span<const AttnSegment> segs, const float* q, std::span<const ContextRows> rows,
+                        float kv_scale, const std::vector<KeyMask>& masks, ThreadPool* pool,
+                        float* attn) const;
   // q: [n, H, nope + rope] of the segment; lat: [ctx, kv_lora + rope]; out: [n, H, v].
   Status Expanded(const AttnSegment& seg, const float* q, const std::vector<float>& lat, const KeyMask& mask,
                   ThreadPool* pool, const kernels::cpu::MatmulOptions& options, float* out) const;
@@ -77,32 +107,32 @@ class MlaAttention {
     std::vector<float> state;  // [heads, PartialSize()]: the partials folded so far
     std::vector<float> o_lat;  // [kv_lora]
   };
-  // pages[k] holds a segment's context rows [k·page_tokens, (k+1)·page_tokens) of this layer as
-  // bf16.
+  // kv_scale: the pool's per-layer scale (1 for BF16), folded into the scores' scale and into
+  // W_UV's input.
   //   QueryLatent: qc [kv_lora + rope] = [W_UKᵀ q_nope | q_rope] of head h from qh (one token's head).
   //   BlockPartials: the partials part[h, :] of nh heads (q_cat [nh, kv_lora + rope]) for new
   //     token i over the block of rows [first, first + block_rows); each row is read once for all
   //     nh heads, and a head's partial is the same whatever nh.
   //   FoldPartial: state = the fold of state (l = 0: nothing yet) and the next block's part.
-  //   HeadFromState: o [v] = W_UV (o / l) of head h.
+  //   HeadFromState: o [v] = W_UV (kv_scale · o / l) of head h.
   void QueryLatent(const float* qh, int64_t h, float* qc) const;
-  void BlockPartials(const AttnSegment& seg, std::span<const uint16_t* const> pages, int64_t page_tokens,
-                     const KeyMask& mask, int64_t i, int64_t first, int64_t block_rows, const float* q_cat,
-                     int64_t nh, std::vector<float>* s, float* part) const;
+  void BlockPartials(const AttnSegment& seg, const ContextRows& rows, float kv_scale, const KeyMask& mask,
+                     int64_t i, int64_t first, int64_t block_rows, const float* q_cat, int64_t nh,
+                     std::vector<float>* s, float* part) const;
   void FoldPartial(const float* part, float* state) const;
-  void HeadFromState(const float* state, int64_t h, std::vector<float>* o_lat, float* o) const;
+  void HeadFromState(const float* state, float kv_scale, int64_t h, std::vector<float>* o_lat,
+                     float* o) const;
   // Heads [h0, h1) of every new token of the segment, absorbed form: out[i, h, :]; the heads share
   // each pass over the rows.
-  void AbsorbedHeads(const AttnSegment& seg, const float* q, std::span<const uint16_t* const> pages,
-                     int64_t page_tokens, const KeyMask& mask, int64_t h0, int64_t h1,
-                     AbsorbedScratch* scratch, float* out) const;
+  void AbsorbedHeads(const AttnSegment& seg, const float* q, const ContextRows& rows, float kv_scale,
+                     const KeyMask& mask, int64_t h0, int64_t h1, AbsorbedScratch* scratch, float* out) const;
 
   // Every head of the absorbed segments (indices into segs) in three ParallelFors: queries by
   // head, block partials of all heads by block (each row read once), folds and outputs by head.
   // attn: [T, H, v]. The same bits as AbsorbedHeads; for batches with fewer segments than threads.
   Status AbsorbedSplit(std::span<const AttnSegment> segs, std::span<const size_t> absorbed, const float* q,
-                       std::span<const std::vector<const uint16_t*>> rows16, int64_t page_tokens,
-                       const std::vector<KeyMask>& masks, ThreadPool* pool, float* attn) const;
+                       std::span<const ContextRows> rows, float kv_scale, const std::vector<KeyMask>& masks,
+                       ThreadPool* pool, float* attn) const;
 
   const ModelConfig* config_;
   const LayerWeights* weights_;

@@ -190,93 +190,6 @@ __attribute__((target("avx2"))) void Bf16ToF32Avx2(const uint16_t* in, float* ou
   for (; i < n; ++i) out[i] = Bf16ToFloat(in[i]);
 }
 
-// One bf16 row chunk of 16 widened to fp32 (exact).
-__attribute__((target("avx512f,avx512bw,avx512vl"))) inline __m512 Bf16x16(const uint16_t* p, __mmask16 m) {
-  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p)), 16));
-}
-
-// How many rows ahead DotRowsBf16 prefetches (3 rows of the real models' 576 values: 3.4 KB).
-constexpr int64_t kRowsAhead = 3;
-
-// NQ queries against each row: chunk c of 16 goes to chain c % 2 of its (row, query) pair, the
-// last partial chunk masked; whatever NQ, a pair's sum is computed the same way.
-template <int NQ>
-__attribute__((target("avx512f,avx512bw,avx512vl"))) void DotRowsBf16Avx512(const float* q, int64_t q_stride,
-                                                                            const uint16_t* rows, int64_t n,
-                                                                            int64_t row_stride, int64_t width,
-                                                                            float* out, int64_t out_stride) {
-  const int64_t chunks = (width + 15) / 16;
-  const __mmask16 last =
-      width % 16 == 0 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << (width % 16)) - 1);
-  for (int64_t j = 0; j < n; ++j) {
-    const uint16_t* r = rows + j * row_stride;
-    // The row kRowsAhead on, line by line: a page's rows are one contiguous run, read cold from
-    // DRAM at batch 1, and the hardware prefetcher alone left this loop waiting on each line.
-    if (j + kRowsAhead < n) {
-      const char* ahead = reinterpret_cast<const char*>(r + kRowsAhead * row_stride);
-      for (int64_t b = 0; b < width * 2; b += 64) _mm_prefetch(ahead + b, _MM_HINT_T0);
-    }
-    __m512 acc0[NQ], acc1[NQ];  // chains of the even and odd chunks (fixed indices: kept in registers)
-    for (int h = 0; h < NQ; ++h) acc0[h] = acc1[h] = _mm512_setzero_ps();
-    int64_t c = 0;
-    for (; c + 2 < chunks; c += 2) {
-      const __m512 v0 = Bf16x16(r + 16 * c, static_cast<__mmask16>(0xffff));
-      const __m512 v1 = Bf16x16(r + 16 * c + 16, static_cast<__mmask16>(0xffff));
-      for (int h = 0; h < NQ; ++h) {
-        acc0[h] = _mm512_fmadd_ps(_mm512_loadu_ps(q + h * q_stride + 16 * c), v0, acc0[h]);
-        acc1[h] = _mm512_fmadd_ps(_mm512_loadu_ps(q + h * q_stride + 16 * c + 16), v1, acc1[h]);
-      }
-    }
-    // The last one or two chunks, the very last one masked.
-    for (; c < chunks; ++c) {
-      const __mmask16 m = c + 1 == chunks ? last : static_cast<__mmask16>(0xffff);
-      const __m512 v = Bf16x16(r + 16 * c, m);
-      for (int h = 0; h < NQ; ++h) {
-        const __m512 qv = _mm512_maskz_loadu_ps(m, q + h * q_stride + 16 * c);
-        if (c % 2 == 0) {
-          acc0[h] = _mm512_fmadd_ps(qv, v, acc0[h]);
-        } else {
-          acc1[h] = _mm512_fmadd_ps(qv, v, acc1[h]);
-        }
-      }
-    }
-    for (int h = 0; h < NQ; ++h)
-      out[h * out_stride + j] = _mm512_reduce_add_ps(_mm512_add_ps(acc0[h], acc1[h]));
-  }
-}
-
-// WeightedRowSumsBf16: NW weight vectors over the same rows, V vectors of 16 lanes of each output
-// per pass (the last ones masked), so a row chunk is widened once for all NW outputs. Every output
-// element is its own sum over the rows in order: the same whatever NW and V.
-template <int NW, int V>
-__attribute__((target("avx512f,avx512bw,avx512vl"))) void WeightedRowSumsBf16Avx512(
-    const float* w, int64_t w_stride, const uint16_t* rows, int64_t n, int64_t stride, int64_t dim,
-    float* out, int64_t out_stride) {
-  for (int64_t d = 0; d < dim; d += 16 * V) {
-    __mmask16 m[V];
-    for (int k = 0; k < V; ++k) {
-      const int64_t left = dim - d - 16 * k;
-      m[k] = left >= 16 ? static_cast<__mmask16>(0xffff)
-                        : static_cast<__mmask16>(left > 0 ? (1u << left) - 1 : 0u);
-    }
-    __m512 acc[NW][V];
-    for (int h = 0; h < NW; ++h)
-      for (int k = 0; k < V; ++k) acc[h][k] = _mm512_maskz_loadu_ps(m[k], out + h * out_stride + d + 16 * k);
-    for (int64_t j = 0; j < n; ++j) {
-      const uint16_t* row = rows + j * stride + d;
-      __m512 v[V];
-      for (int k = 0; k < V; ++k) v[k] = Bf16x16(row + 16 * k, m[k]);
-      for (int h = 0; h < NW; ++h) {
-        const float wh = w[h * w_stride + j];
-        if (wh == 0.0f) continue;
-        const __m512 b = _mm512_set1_ps(wh);
-        for (int k = 0; k < V; ++k) acc[h][k] = _mm512_add_ps(acc[h][k], _mm512_mul_ps(b, v[k]));
-      }
-    }
-    for (int h = 0; h < NW; ++h)
-      for (int k = 0; k < V; ++k) _mm512_mask_storeu_ps(out + h * out_stride + d + 16 * k, m[k], acc[h][k]);
-  }
-}
 #endif
 
 #if defined(__x86_64__)
@@ -324,46 +237,6 @@ __attribute__((target("avx2"))) void ExpF32Avx2(const float* x, float* y, int64_
   }
 }
 
-// WeightedRowSumsBf16Avx512 on 8 lanes: 4 vectors (32 values) of each of NW outputs per pass over
-// the rows, the rest of dim scalar; each output element is its own sum over the rows in order.
-template <int NW>
-__attribute__((target("avx2"))) void WeightedRowSumsBf16Avx2(const float* w, int64_t w_stride,
-                                                             const uint16_t* rows, int64_t n, int64_t stride,
-                                                             int64_t dim, float* out, int64_t out_stride) {
-  int64_t d = 0;
-  for (; d + 32 <= dim; d += 32) {
-    __m256 acc[NW][4];
-    for (int h = 0; h < NW; ++h)
-      for (int k = 0; k < 4; ++k) acc[h][k] = _mm256_loadu_ps(out + h * out_stride + d + 8 * k);
-    for (int64_t j = 0; j < n; ++j) {
-      const uint16_t* row = rows + j * stride + d;
-      __m256 v[4];
-      for (int k = 0; k < 4; ++k) {
-        const __m256i wide =
-            _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 8 * k)));
-        v[k] = _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
-      }
-      for (int h = 0; h < NW; ++h) {
-        const float wh = w[h * w_stride + j];
-        if (wh == 0.0f) continue;
-        const __m256 b = _mm256_set1_ps(wh);
-        for (int k = 0; k < 4; ++k) acc[h][k] = _mm256_add_ps(acc[h][k], _mm256_mul_ps(b, v[k]));
-      }
-    }
-    for (int h = 0; h < NW; ++h)
-      for (int k = 0; k < 4; ++k) _mm256_storeu_ps(out + h * out_stride + d + 8 * k, acc[h][k]);
-  }
-  if (d == dim) return;
-  for (int h = 0; h < NW; ++h) {
-    float* o = out + h * out_stride;
-    for (int64_t j = 0; j < n; ++j) {
-      const float wh = w[h * w_stride + j];
-      if (wh == 0.0f) continue;
-      const uint16_t* row = rows + j * stride;
-      for (int64_t e = d; e < dim; ++e) o[e] += wh * Bf16ToFloat(row[e]);
-    }
-  }
-}
 #endif
 
 // The widest variant each call may take: the host's, unless a test lowered it.
@@ -382,27 +255,7 @@ bool Allow(VecIsa isa) {
 bool UseAvx2() { return kHostAvx2 && Allow(VecIsa::kAvx2); }
 bool UseAvx2Fma() { return kHostAvx2Fma && Allow(VecIsa::kAvx2); }
 bool UseAvx512() { return kHostAvx512 && Allow(VecIsa::kAvx512); }
-bool UseAvx512Bw() { return kHostAvx512Bw && Allow(VecIsa::kAvx512); }
 #endif
-
-}  // namespace
-
-namespace {
-
-// fn(first, k) for consecutive groups of up to 4 of count vectors (queries, weight vectors), k a
-// std::integral_constant holding the group's size: the kernels keep a group's accumulators in
-// registers, so the size is a template argument.
-template <typename Fn>
-void InGroupsOf4(int64_t count, Fn fn) {
-  for (int64_t first = 0; first < count; first += 4) {
-    switch (std::min<int64_t>(4, count - first)) {
-      case 1: fn(first, std::integral_constant<int, 1>{}); break;
-      case 2: fn(first, std::integral_constant<int, 2>{}); break;
-      case 3: fn(first, std::integral_constant<int, 3>{}); break;
-      default: fn(first, std::integral_constant<int, 4>{}); break;
-    }
-  }
-}
 
 }  // namespace
 
@@ -480,25 +333,6 @@ float DotF32(const float* a, const float* b, int64_t n) {
   return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
 }
 
-void DotRowsBf16(const float* q, int64_t nq, int64_t q_stride, const uint16_t* rows, int64_t n,
-                 int64_t row_stride, int64_t width, float* out, int64_t out_stride) {
-#if defined(__x86_64__)
-  if (UseAvx512Bw()) {
-    InGroupsOf4(nq, [&](int64_t h, auto k) {
-      DotRowsBf16Avx512<decltype(k)::value>(q + h * q_stride, q_stride, rows, n, row_stride, width,
-                                            out + h * out_stride, out_stride);
-    });
-    return;
-  }
-#endif
-  thread_local std::vector<float> row;
-  row.resize(width);
-  for (int64_t j = 0; j < n; ++j) {
-    Bf16ToF32(rows + j * row_stride, row.data(), width);
-    for (int64_t h = 0; h < nq; ++h) out[h * out_stride + j] = DotF32(q + h * q_stride, row.data(), width);
-  }
-}
-
 void ExpF32(const float* x, float* y, int64_t n) {
 #if defined(__x86_64__)
   if (UseAvx512()) {
@@ -511,36 +345,6 @@ void ExpF32(const float* x, float* y, int64_t n) {
   }
 #endif
   for (int64_t i = 0; i < n; ++i) y[i] = ExpScalar(x[i]);
-}
-
-void WeightedRowSumsBf16(const float* w, int64_t nw, int64_t w_stride, const uint16_t* rows, int64_t n,
-                         int64_t stride, int64_t dim, float* out, int64_t out_stride) {
-#if defined(__x86_64__)
-  if (UseAvx512Bw()) {
-    InGroupsOf4(nw, [&](int64_t h, auto k) {
-      constexpr int kW = decltype(k)::value;  // one output: 8 vectors per pass, else 4
-      WeightedRowSumsBf16Avx512<kW, kW == 1 ? 8 : 4>(w + h * w_stride, w_stride, rows, n, stride, dim,
-                                                     out + h * out_stride, out_stride);
-    });
-    return;
-  }
-  if (UseAvx2()) {
-    InGroupsOf4(nw, [&](int64_t h, auto k) {
-      WeightedRowSumsBf16Avx2<decltype(k)::value>(w + h * w_stride, w_stride, rows, n, stride, dim,
-                                                  out + h * out_stride, out_stride);
-    });
-    return;
-  }
-#endif
-  for (int64_t h = 0; h < nw; ++h) {
-    for (int64_t j = 0; j < n; ++j) {
-      const float wh = w[h * w_stride + j];
-      if (wh == 0.0f) continue;
-      const uint16_t* row = rows + j * stride;
-      float* o = out + h * out_stride;
-      for (int64_t d = 0; d < dim; ++d) o[d] += wh * Bf16ToFloat(row[d]);
-    }
-  }
 }
 
 }  // namespace tandem::engine::model

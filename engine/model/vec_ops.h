@@ -1,8 +1,9 @@
 #pragma once
 // Vector loops of the forward pass's hot paths (attention, router, SiLU), with AVX2 / AVX-512
-// variants picked at run time. DotF32 and DotRowsBf16 fuse (FMA) and their bits depend on the
-// variant; the others round each product as the plain C++ loop does and give its bits in every
-// variant (tested for each variant the machine has).
+// variants picked at run time (the paged attention kernels over cache rows live in
+// engine/kernels/cpu/attention.h). DotF32 fuses (FMA) and its bits depend on the variant; the others round
+// each product as the plain C++ loop does and give its bits in every variant (tested for each variant the
+// machine has).
 
 #include <cstdint>
 
@@ -29,22 +30,6 @@ float DotF32(const float* a, const float* b, int64_t n);
 // row by row in order: the same values as zero-filling out and calling AddScaledF32 per row, with
 // the partial sums held in registers across rows instead of reloaded and stored for each.
 void WeightedRowSum(const float* w, const float* rows, int64_t n, int64_t stride, int64_t dim, float* out);
-
-// Scores of nq queries against n bf16 rows (widened exactly): out[h·out_stride + j] =
-// Σ_d q[h·q_stride + d]·row_j[d] for d < width, row_j = rows + j·row_stride. fp32 with fused
-// multiply-adds; each (query, row) sum is computed the same way whatever nq, n or the row's place
-// (a request's scores do not depend on its batch). The attention scores of the absorbed form: the
-// rows are the cache's latent rows, read in place.
-void DotRowsBf16(const float* q, int64_t nq, int64_t q_stride, const uint16_t* rows, int64_t n,
-                 int64_t row_stride, int64_t width, float* out, int64_t out_stride);
-
-// nw weighted sums of the same bf16 rows (widened exactly), each continuing from the sums already
-// in its output: out[h·out_stride + d] += Σ_j w[h·w_stride + j]·rows[j·stride + d] for d < dim,
-// over the rows j < n whose weight for h is not 0, row by row in order. From zeros, each output is
-// what WeightedRowSum over the widened rows gives, whatever nw (the rows are widened once for all
-// nw outputs); called page after page it gives the bits of one call over all the rows.
-void WeightedRowSumsBf16(const float* w, int64_t nw, int64_t w_stride, const uint16_t* rows, int64_t n,
-                         int64_t stride, int64_t dim, float* out, int64_t out_stride);
 
 // out[i] = the fp32 value of bf16 bits in[i] (exact).
 void Bf16ToF32(const uint16_t* in, float* out, int64_t n);

@@ -131,10 +131,12 @@ float MaxAbsDiff(const std::vector<float>& a, const std::vector<float>& b) {
 // FP8 e4m3 (with the scales the decode engine fixed at Open); the decode side continues with the
 // tokens of a unified FP8-KV engine using those scales, its logprobs no further from that engine's
 // than the unified BF16-KV engine's are (the FP8 cache's own effect), and the wire carries half the
-// bytes of a BF16 page. (Measured over the 5 tokens where BF16 and FP8 agree: split vs FP8 0.038 in logprob,
-// BF16 vs FP8 0.053.)
+// bytes of a BF16 page. (Measured over the 8 tokens, where BF16 and FP8 agree: split vs FP8 0.044 in
+// logprob, BF16 vs FP8 0.071. The prompt's seed changed from 10 when FP8 pages began to be read as
+// code · scale in fp32 instead of rounded to bf16 first: seed 10's first token sat on a near-tie
+// of these random weights' flat logits and flipped.)
 TEST(EngineModelTest, Bf16PrefillToFp8DecodeMatchesUnifiedWithinFp8Effect) {
-  std::mt19937 rng(10);
+  std::mt19937 rng(4);
   Request req = GreedyRequest(RandomPrompt(rng, 19), 8);
   req.params.logprobs = 0;
   EngineConfig dconf;
