@@ -5,7 +5,6 @@
 #include <vector>
 
 #include "engine/core/cpu_features.h"
-#include "engine/formats/convert.h"
 #include "engine/formats/float_codecs.h"
 #include "engine/kernels/cpu/attention_internal.h"
 
@@ -61,9 +60,26 @@ void RowsToF32(RowsRef rows, int64_t n, int64_t width, float scale, float* out) 
 }
 
 void Fp8RowsToBf16(RowsRef rows, int64_t n, int64_t width, uint16_t* out) {
+#if defined(TANDEM_HAVE_AVX512_KERNELS)
+  if (ActiveKernelIsa() == KernelIsa::kAvx512) {
+    avx512::Fp8RowsToBf16(rows, n, width, out);
+    return;
+  }
+#endif
+#if defined(TANDEM_HAVE_AVX2_KERNELS)
+  if (ActiveKernelIsa() >= KernelIsa::kAvx2) {
+    avx2::Fp8RowsToBf16(rows, n, width, out);
+    return;
+  }
+#endif
+  uint16_t table[256];
+  for (int c = 0; c < 256; ++c) {
+    const uint8_t code = static_cast<uint8_t>(c);
+    table[c] = FloatToBf16(RowValue({&code, RowFormat::kFp8E4M3, 0}, 0, 0));
+  }
   for (int64_t j = 0; j < n; ++j) {
-    ConvertFp8E4M3ToBf16(static_cast<const uint8_t*>(rows.data) + j * rows.stride, out + j * width,
-                         static_cast<size_t>(width), 1.0f);
+    const uint8_t* r = static_cast<const uint8_t*>(rows.data) + j * rows.stride;
+    for (int64_t d = 0; d < width; ++d) out[j * width + d] = table[r[d]];
   }
 }
 

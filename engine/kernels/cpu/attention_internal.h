@@ -29,6 +29,7 @@ void AttentionScores(const float* q, int64_t nq, int64_t q_stride, RowsRef rows,
                      float* out, int64_t out_stride);
 void AttentionWeightedSums(const float* w, int64_t nw, int64_t w_stride, RowsRef rows, int64_t n, int64_t dim,
                            float* out, int64_t out_stride);
+void Fp8RowsToBf16(RowsRef rows, int64_t n, int64_t width, uint16_t* out);
 }  // namespace avx512
 
 namespace avx2 {
@@ -36,6 +37,7 @@ void AttentionScores(const float* q, int64_t nq, int64_t q_stride, RowsRef rows,
                      float* out, int64_t out_stride);
 void AttentionWeightedSums(const float* w, int64_t nw, int64_t w_stride, RowsRef rows, int64_t n, int64_t dim,
                            float* out, int64_t out_stride);
+void Fp8RowsToBf16(RowsRef rows, int64_t n, int64_t width, uint16_t* out);
 }  // namespace avx2
 
 }  // namespace tandem::engine::kernels::cpu

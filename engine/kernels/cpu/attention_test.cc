@@ -206,19 +206,31 @@ TEST(AttentionKernelsTest, WeightedSumsArePortableBitsPageByPage) {
 }
 
 TEST(AttentionKernelsTest, Fp8RowsWidenedToBf16GiveTheSameBits) {
-  // What the decode does for FP8 blocks read by more than 4 heads: widen once, then the bf16
-  // kernels, which must give the FP8 kernels' bits (scores and sums), in every variant.
+  // What the decode does for FP8 blocks read by more than 4 heads: widen once (every variant's
+  // conversion exact, odd widths included), then the bf16 kernels, which must give the FP8
+  // kernels' bits (scores and sums), in every variant.
+  for (int64_t w_odd : {1, 17, 97}) {
+    const Rows odd = MakeRows(RowFormat::kFp8E4M3, 3, w_odd + 2, static_cast<uint32_t>(w_odd));
+    ForEachIsa([&](KernelIsa isa) {
+      std::vector<uint16_t> out(3 * w_odd + 1, 0xdead);
+      Fp8RowsToBf16(odd.Ref(), 3, w_odd, out.data());
+      for (int64_t j = 0; j < 3; ++j)
+        for (int64_t d = 0; d < w_odd; ++d)
+          ASSERT_EQ(Bf16ToFloat(out[j * w_odd + d]), RowValue(odd.Ref(), j, d)) << KernelIsaName(isa);
+      ASSERT_EQ(out.back(), 0xdead) << KernelIsaName(isa) << ": written past n rows";
+    });
+  }
   const int64_t n = 37, width = 576, stride = 600, nq = 9, lora = 512;
   const Rows rows = MakeRows(RowFormat::kFp8E4M3, n, stride, 21);
-  std::vector<uint16_t> widened(n * width);
-  Fp8RowsToBf16(rows.Ref(), n, width, widened.data());
-  const RowsRef bf16{widened.data(), RowFormat::kBf16, width};
-  for (int64_t j = 0; j < n; ++j)
-    for (int64_t d = 0; d < width; ++d) ASSERT_EQ(RowValue(bf16, j, d), RowValue(rows.Ref(), j, d));
   const std::vector<float> q = Gauss(nq * width, 3);
   std::vector<float> w = Gauss(nq * n, 4, 0.3f);
   w[5] = 0.0f;
   ForEachIsa([&](KernelIsa isa) {
+    std::vector<uint16_t> widened(n * width);
+    Fp8RowsToBf16(rows.Ref(), n, width, widened.data());
+    const RowsRef bf16{widened.data(), RowFormat::kBf16, width};
+    for (int64_t j = 0; j < n; ++j)
+      for (int64_t d = 0; d < width; ++d) ASSERT_EQ(RowValue(bf16, j, d), RowValue(rows.Ref(), j, d));
     std::vector<float> s8(nq * n), s16(nq * n), o8(nq * lora, 0.5f), o16(nq * lora, 0.5f);
     AttentionScores(q.data(), nq, width, rows.Ref(), n, width, s8.data(), n);
     AttentionScores(q.data(), nq, width, bf16, n, width, s16.data(), n);

@@ -6,6 +6,7 @@
 // weight vector (sums) of the call: bf16 by a shift, e4m3 through fp16 (vcvtph2ps), both exact.
 #include <algorithm>
 
+#include "engine/formats/float_codecs.h"
 #include "engine/kernels/cpu/attention_internal.h"
 #include "engine/kernels/cpu/avx2/simd_avx2.h"
 
@@ -149,6 +150,23 @@ void AttentionWeightedSums(const float* w, int64_t nw, int64_t w_stride, RowsRef
                                             out_stride);
     }
   });
+}
+
+void Fp8RowsToBf16(RowsRef rows, int64_t n, int64_t width, uint16_t* out) {
+  for (int64_t j = 0; j < n; ++j) {
+    const uint8_t* r = static_cast<const uint8_t*>(rows.data) + j * rows.stride;
+    uint16_t* o = out + j * width;
+    int64_t d = 0;
+    for (; d + 8 <= width; d += 8) {
+      // value · 2^-8 in fp32, then · 2^8 (exact), whose upper half is the value's bf16 (exact:
+      // an e4m3 value has 4 significant bits).
+      const __m256 v = _mm256_mul_ps(Load8<RowFormat::kFp8E4M3>(r, d), _mm256_set1_ps(256.0f));
+      const __m256i hi = _mm256_srli_epi32(_mm256_castps_si256(v), 16);
+      const __m128i packed = _mm_packus_epi32(_mm256_castsi256_si128(hi), _mm256_extracti128_si256(hi, 1));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(o + d), packed);
+    }
+    for (; d < width; ++d) o[d] = FloatToBf16(RowValue(rows, j, d));
+  }
 }
 
 }  // namespace tandem::engine::kernels::cpu::avx2

@@ -155,4 +155,18 @@ void AttentionWeightedSums(const float* w, int64_t nw, int64_t w_stride, RowsRef
   }
 }
 
+void Fp8RowsToBf16(RowsRef rows, int64_t n, int64_t width, uint16_t* out) {
+  for (int64_t j = 0; j < n; ++j) {
+    const uint8_t* r = static_cast<const uint8_t*>(rows.data) + j * rows.stride;
+    for (int64_t d = 0; d < width; d += 16) {
+      const __mmask16 m = Mask16(width - d);
+      // value · 2^-8 in fp32, then · 2^8 (exact), whose upper half is the value's bf16 (exact:
+      // an e4m3 value has 4 significant bits).
+      const __m512 v = _mm512_mul_ps(Load16<RowFormat::kFp8E4M3>(r, d, m), _mm512_set1_ps(256.0f));
+      const __m256i bf16 = _mm512_cvtepi32_epi16(_mm512_srli_epi32(_mm512_castps_si512(v), 16));
+      _mm256_mask_storeu_epi16(out + j * width + d, m, bf16);
+    }
+  }
+}
+
 }  // namespace tandem::engine::kernels::cpu::avx512
