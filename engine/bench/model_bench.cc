@@ -38,8 +38,10 @@
 #include "engine/kv/page_pool.h"
 #include "engine/model/dummy_model.h"
 #include "engine/model/forward.h"
+#include "engine/model/kv_shape.h"
 #include "engine/model/model_stats.h"
 #include "engine/model/presets.h"
+#include "engine/model/tensor_parallel.h"
 #include "engine/runtime/serving_engine.h"
 
 namespace tandem::engine::model {
@@ -265,6 +267,43 @@ void BM_Prefill(benchmark::State& state, WeightFormat f, KvCacheDtype dtype, int
       benchmark::Counter(static_cast<double>(state.iterations() * kContext), benchmark::Counter::kIsRate);
 }
 
+// Batch-1 decode through the tensor-parallel runner: tp ranks of 2/tp threads each on this
+// machine's 2 cores (tp 1 is the runner over the whole model), the context prefilled once.
+void BM_DecodeTensorParallel(benchmark::State& state, WeightFormat f, int tp) {
+  const IsaScope scope(state, KernelIsaCeiling());
+  const ModelWeights& m = Model(f);
+  kv::PagePoolConfig pc;
+  pc.shape = KvShapeFor(m.config);
+  pc.page_tokens = static_cast<size_t>(kPageTokens);
+  pc.budget_bytes = size_t{64} << 20;
+  StatusOr<std::unique_ptr<TensorParallelRunner>> runner = TensorParallelRunner::Create(m, tp, 2 / tp, pc);
+  if (!runner.ok()) {
+    state.SkipWithError(runner.status().ToString().c_str());
+    return;
+  }
+  KvSequence seq;
+  for (int64_t p = 0; p * kPageTokens < kContext + 1; ++p) seq.pages.push_back(static_cast<kv::PageId>(p));
+  std::vector<int32_t> prompt(kContext);
+  for (int64_t i = 0; i < kContext; ++i)
+    prompt[i] = static_cast<int32_t>((i * 7919 + 3) % m.config.vocab_size);
+  ForwardOptions options;
+  options.all_logits = false;
+  std::vector<float> logits;
+  const StepInput fill{&seq, prompt};
+  TANDEM_CHECK((*runner)->Forward(std::span<const StepInput>(&fill, 1), options, &logits).ok());
+  int32_t id = 1;
+  const StepInput input{&seq, std::span<const int32_t>(&id, 1)};
+  int64_t step = 0;
+  for (auto _ : state) {
+    id = static_cast<int32_t>((step++ * 104729 + 1) % m.config.vocab_size);
+    seq.num_tokens = kContext;
+    const Status st = (*runner)->Forward(std::span<const StepInput>(&input, 1), options, &logits);
+    if (!st.ok()) state.SkipWithError(st.ToString().c_str());
+  }
+  state.counters["tok/s"] =
+      benchmark::Counter(static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+}
+
 void RegisterAll() {
   // The widest variant TANDEM_ISA allows for every row; cold batch-1 rows also each narrower SIMD one.
   const KernelIsa widest = ActiveKernelIsa();
@@ -291,6 +330,14 @@ void RegisterAll() {
           } else {
             benchmark::RegisterBenchmark((name + "/integrity").c_str(), BM_Decode, f, kv, batch, threads,
                                          DecodeMode::kIntegrity, widest)
+                ->UseRealTime()
+                ->Unit(benchmark::kMillisecond);
+          }
+        }
+        if (kv == KvCacheDtype::kBf16 && threads == 2) {
+          for (int tp : {1, 2}) {
+            benchmark::RegisterBenchmark(("decode_tp/" + tail + "/batch:1/tp:" + std::to_string(tp)).c_str(),
+                                         BM_DecodeTensorParallel, f, tp)
                 ->UseRealTime()
                 ->Unit(benchmark::kMillisecond);
           }

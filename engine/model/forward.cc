@@ -154,15 +154,19 @@ Status ModelRunner::Layer(int64_t layer, std::span<const AttnSegment> segs, int6
   RmsNormRows(h.data(), tokens, c.hidden_size, c.hidden_size, w.input_layernorm.data(), c.rms_norm_eps);
   RETURN_IF_ERROR(attention_[layer].Forward(h.data(), tokens, segs, kv_, options.use_indexer, index_masks,
                                             pool_, options.matmul, delta.data()));
+  if (comm_ != nullptr) RETURN_IF_ERROR(comm_->AllReduceSum(delta.data(), n));  // heads' partial o_proj
   AddScaledF32(1.0f, delta.data(), x->data(), n);  // the residual add, vectorized (1 · d is d)
   std::copy(x->begin(), x->end(), h.begin());
   RmsNormRows(h.data(), tokens, c.hidden_size, c.hidden_size, w.post_attention_layernorm.data(),
               c.rms_norm_eps);
   if (w.is_moe) {
-    RETURN_IF_ERROR(MoeForward(c, w.moe, h.data(), tokens, delta.data(), pool_, options.matmul));
+    RETURN_IF_ERROR(
+        MoeForward(c, w.moe, h.data(), tokens, delta.data(), pool_, options.matmul, &routed_pairs_));
   } else {
     RETURN_IF_ERROR(MlpForward(w.dense_mlp, h.data(), tokens, delta.data(), pool_, options.matmul));
   }
+  // Experts of other ranks, other ranks' share of the intermediate dimension.
+  if (comm_ != nullptr) RETURN_IF_ERROR(comm_->AllReduceSum(delta.data(), n));
   AddScaledF32(1.0f, delta.data(), x->data(), n);  // the residual add, vectorized (1 · d is d)
   return Status::Ok();
 }

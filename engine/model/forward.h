@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "engine/core/communicator.h"
 #include "engine/core/thread_pool.h"
 #include "engine/kernels/cpu/matmul.h"
 #include "engine/kv/page_pool.h"
@@ -52,6 +53,14 @@ class ModelRunner {
 
   const ModelConfig& config() const { return weights_.config; }
 
+  // Tensor / expert parallelism (engine/model/tensor_parallel.h): this runner is one rank and
+  // holds that rank's shard of the weights; after each layer's attention and MLP / MoE its partial
+  // output is summed over the ranks (comm->AllReduceSum). Every rank must run the same steps.
+  // REQUIRES: comm outlives the runner; not while a step runs.
+  void SetCommunicator(Communicator* comm) { comm_ = comm; }
+  // (token, routed expert) pairs this runner's MoE layers have run since it was made.
+  int64_t routed_pairs() const { return routed_pairs_; }
+
   // Pages `seq` must hold before a step adding `new_tokens` tokens.
   int64_t PagesNeeded(const KvSequence& seq, int64_t new_tokens) const;
 
@@ -82,6 +91,8 @@ class ModelRunner {
   const ModelWeights& weights_;
   ThreadPool* pool_;
   kv::PagePool* kv_;
+  Communicator* comm_ = nullptr;
+  mutable int64_t routed_pairs_ = 0;  // Layer is const; one step at a time
   Rope rope_;
   std::vector<MlaAttention> attention_;  // one per layer
 };

@@ -107,7 +107,7 @@ struct ExpertWork {
 }  // namespace
 
 Status MoeForward(const ModelConfig& config, const MoeWeights& w, const float* x, int64_t tokens, float* y,
-                  ThreadPool* pool, const kernels::cpu::MatmulOptions& options) {
+                  ThreadPool* pool, const kernels::cpu::MatmulOptions& options, int64_t* routed_pairs) {
   const int64_t hidden = config.hidden_size;
   const int64_t n_exp = config.n_routed_experts;
   // Router logits in fp32 (DotF32), as Hugging Face computes them: within ~1e-6 relative of the
@@ -138,10 +138,12 @@ Status MoeForward(const ModelConfig& config, const MoeWeights& w, const float* x
     std::fill(y, y + tokens * hidden, 0.0f);
   }
   for (int64_t e = 0; e < n_exp; ++e) {
-    if (by_expert[e].empty()) continue;
+    // An expert absent here lives on another rank (expert parallelism): its tokens are that rank's.
+    if (by_expert[e].empty() || w.experts[e].gate_proj.rows() == 0) continue;
     ExpertWork& ew = work.emplace_back();
     ew.weights = &w.experts[e];
     ew.routed = std::move(by_expert[e]);
+    if (routed_pairs != nullptr) *routed_pairs += ew.m();
     bool all_in_order = ew.m() == tokens;
     for (int64_t j = 0; all_in_order && j < ew.m(); ++j) all_in_order = ew.routed[j].first == j;
     if (all_in_order) {

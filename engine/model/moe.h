@@ -34,7 +34,10 @@ Status MlpForward(const MlpWeights& w, const float* x, int64_t tokens, float* y,
                   const kernels::cpu::MatmulOptions& options);
 
 // y[T, hidden] = shared experts(x) + Σ_k gate_k · expert_k(x), routing each token. x: [T, hidden].
+// Routed experts absent from w (rows() == 0: another rank's, expert parallelism) are skipped.
+// routed_pairs (optional) grows by the (token, expert) pairs run here.
 Status MoeForward(const ModelConfig& config, const MoeWeights& w, const float* x, int64_t tokens, float* y,
-                  ThreadPool* pool, const kernels::cpu::MatmulOptions& options);
+                  ThreadPool* pool, const kernels::cpu::MatmulOptions& options,
+                  int64_t* routed_pairs = nullptr);
 
 }  // namespace tandem::engine::model

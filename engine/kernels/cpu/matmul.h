@@ -47,6 +47,13 @@ class PackedWeight {
   const uint16_t* int4_scale() const { return int4_scale_.data(); }  // int4 group scales (bf16)
   int64_t groups() const { return (cols_ + kInt4GroupSize - 1) / kInt4GroupSize; }
 
+  // Rows [r0, r1) and columns [c0, c1) as a weight of their own, in this format (a tensor-parallel
+  // shard: heads' rows, a row-parallel layer's columns). Each bound must fall on the format's
+  // block grid (fp8: multiples of 128 rows and columns; int4: multiples of 32 columns) or at the
+  // end of the dimension, so that every block keeps its scale: InvalidArgument otherwise, or
+  // for an empty or out-of-range slice.
+  StatusOr<PackedWeight> Slice(int64_t r0, int64_t r1, int64_t c0, int64_t c1) const;
+
  private:
   WeightFormat format_ = WeightFormat::kBf16;
   int64_t rows_ = 0;

@@ -75,6 +75,65 @@ StatusOr<PackedWeight> PackedWeight::FromInt4(const Int4GroupWeightView& w) {
   return p;
 }
 
+StatusOr<PackedWeight> PackedWeight::Slice(int64_t r0, int64_t r1, int64_t c0, int64_t c1) const {
+  const std::string what = "slice rows [" + std::to_string(r0) + ", " + std::to_string(r1) + ") cols [" +
+                           std::to_string(c0) + ", " + std::to_string(c1) + ") of a [" +
+                           std::to_string(rows_) + ", " + std::to_string(cols_) + "] " +
+                           std::string(WeightFormatName(format_)) + " weight";
+  if (r0 < 0 || r1 > rows_ || r0 >= r1 || c0 < 0 || c1 > cols_ || c0 >= c1) {
+    return Status::InvalidArgument(what + ": empty or out of range");
+  }
+  auto on_grid = [](int64_t at, int64_t block, int64_t end) { return at % block == 0 || at == end; };
+  if (format_ == WeightFormat::kFp8Block128 &&
+      !(on_grid(r0, kFp8BlockSize, rows_) && on_grid(r1, kFp8BlockSize, rows_) &&
+        on_grid(c0, kFp8BlockSize, cols_) && on_grid(c1, kFp8BlockSize, cols_))) {
+    return Status::InvalidArgument(what + ": fp8 shards must fall on its 128 x 128 scale blocks");
+  }
+  if (format_ == WeightFormat::kInt4Group32 &&
+      !(on_grid(c0, kInt4GroupSize, cols_) && on_grid(c1, kInt4GroupSize, cols_))) {
+    return Status::InvalidArgument(what + ": int4 shards must fall on its 32-column groups");
+  }
+  const int64_t n = r1 - r0, k = c1 - c0;
+  PackedWeight p;
+  p.format_ = format_;
+  p.rows_ = n;
+  p.cols_ = k;
+  switch (format_) {
+    case WeightFormat::kBf16:
+      p.bf16_ = AlignedBuffer<uint16_t>(static_cast<size_t>(n * k));
+      for (int64_t r = 0; r < n; ++r)
+        std::memcpy(p.bf16_.data() + r * k, bf16_.data() + (r0 + r) * cols_ + c0, static_cast<size_t>(k) * 2);
+      break;
+    case WeightFormat::kFp8Block128: {
+      p.fp8_ = AlignedBuffer<uint8_t>(static_cast<size_t>(n * k));
+      for (int64_t r = 0; r < n; ++r)
+        std::memcpy(p.fp8_.data() + r * k, fp8_.data() + (r0 + r) * cols_ + c0, static_cast<size_t>(k));
+      const int64_t sr = Fp8ScaleRows(n), sc = Fp8ScaleCols(k), src_cols = Fp8ScaleCols(cols_);
+      p.scale_ = AlignedBuffer<float>(static_cast<size_t>(sr * sc));
+      for (int64_t br = 0; br < sr; ++br)
+        for (int64_t bc = 0; bc < sc; ++bc)
+          p.scale_.data()[br * sc + bc] =
+              scale_.data()[(r0 / kFp8BlockSize + br) * src_cols + c0 / kFp8BlockSize + bc];
+      break;
+    }
+    case WeightFormat::kInt4Group32: {
+      const int64_t g = p.groups(), src_g = groups(), g0 = c0 / kInt4GroupSize;
+      p.int4_ = AlignedBuffer<uint8_t>(static_cast<size_t>(n * g * 16));
+      p.int4_scale_ = AlignedBuffer<uint16_t>(static_cast<size_t>(n * g));
+      for (int64_t r = 0; r < n; ++r) {
+        std::memcpy(p.int4_.data() + r * g * 16, int4_.data() + ((r0 + r) * src_g + g0) * 16,
+                    static_cast<size_t>(g) * 16);
+        std::memcpy(p.int4_scale_.data() + r * g, int4_scale_.data() + (r0 + r) * src_g + g0,
+                    static_cast<size_t>(g) * 2);
+      }
+      // A slice ending inside the last group of the source (c1 == cols_ off the grid) carries that
+      // group's padding as it was: q = 0.
+      break;
+    }
+  }
+  return p;
+}
+
 int64_t PackedWeight::StreamedBytes() const {
   switch (format_) {
     case WeightFormat::kBf16: return static_cast<int64_t>(bf16_.size() * 2);
