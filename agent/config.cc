@@ -138,12 +138,18 @@ Status ReadStringList(const YAML::Node& parent, std::string_view where, const ch
 }
 
 Status ParseEngine(const YAML::Node& n, AgentConfig* c) {
-  RETURN_IF_ERROR(CheckKeys(
-      n, "engine",
-      {"threads", "prefixCache", "transferTimeoutMs", "queueWaitMs", "probePeriodMs", "probeTimeoutMs"}));
+  RETURN_IF_ERROR(CheckKeys(n, "engine",
+                            {"threads", "tensorParallel", "prefixCache", "transferTimeoutMs", "queueWaitMs",
+                             "probePeriodMs", "probeTimeoutMs"}));
   uint64_t threads = static_cast<uint64_t>(c->threads);
   RETURN_IF_ERROR(ReadUint(n, "engine", "threads", 0, 256, &threads));
   c->threads = static_cast<int>(threads);
+  uint64_t tp = static_cast<uint64_t>(c->tensor_parallel);
+  RETURN_IF_ERROR(ReadUint(n, "engine", "tensorParallel", 1, 64, &tp));
+  if ((tp & (tp - 1)) != 0) {
+    return Status::InvalidArgument("engine.tensorParallel: " + std::to_string(tp) + " is not a power of two");
+  }
+  c->tensor_parallel = static_cast<int>(tp);
   RETURN_IF_ERROR(ReadBool(n, "engine", "prefixCache", &c->prefix_cache));
   RETURN_IF_ERROR(ReadUint(n, "engine", "transferTimeoutMs", 1, 3'600'000, &c->transfer_timeout_ms));
   RETURN_IF_ERROR(ReadUint(n, "engine", "queueWaitMs", 0, 3'600'000, &c->queue_wait_ms));

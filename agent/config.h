@@ -53,6 +53,10 @@ struct AgentConfig {
   // engine: forward-pass threads (0: all cores, at most 16), prefix cache (tenant-salted), how long
   // a KV transfer may take before it is aborted, how long a decode agent waits for free pages.
   int threads = 0;
+  // engine.tensorParallel: ranks the model is sharded over (heads TP, routed experts EP; engine
+  // ServingConfig::tensor_parallel): a power of two, 1..64. On CPU the ranks are threads sharing the
+  // engine's threads; the CUDA backend will put one on each GPU.
+  int tensor_parallel = 1;
   bool prefix_cache = true;
   uint64_t transfer_timeout_ms = 30'000;
   uint64_t queue_wait_ms = 10'000;

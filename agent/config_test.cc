@@ -128,8 +128,8 @@ TEST(AgentConfigTest, ServingSections) {
   StatusOr<AgentConfig> c = ParseAgentConfig(R"(
 role: router
 model: {path: /models/tiny, name: tiny-chat}
-engine: {threads: 4, prefixCache: false, transferTimeoutMs: 5000, queueWaitMs: 100, probePeriodMs: 200,
-         probeTimeoutMs: 900}
+engine: {threads: 4, tensorParallel: 2, prefixCache: false, transferTimeoutMs: 5000, queueWaitMs: 100,
+         probePeriodMs: 200, probeTimeoutMs: 900}
 api: {defaultMaxTokens: 64, maxBodyBytes: 65536, headerTimeoutMs: 2000, maxInflight: 8}
 auth: {apiKeys: [{key: k1, tenant: bank}]}
 router: {prefill: ["10.0.0.1:50051"], decodeService: "kimi-decode.ns.svc:50051", refreshMs: 100}
@@ -138,6 +138,7 @@ shutdownGraceMs: 1000
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_EQ(c->served_model_name, "tiny-chat");
   EXPECT_EQ(c->threads, 4);
+  EXPECT_EQ(c->tensor_parallel, 2);
   EXPECT_FALSE(c->prefix_cache);
   EXPECT_EQ(c->transfer_timeout_ms, 5000u);
   EXPECT_EQ(c->queue_wait_ms, 100u);
@@ -162,6 +163,8 @@ TEST(AgentConfigTest, ServingErrorsNameTheField) {
            {"role: router\n", "router.prefill"},
            {"role: router\nrouter: {prefill: [a:1]}\n", "router.decode"},
            {"engine: {threads: -1}\nmodel: {path: x}\n", "engine.threads"},
+           {"engine: {tensorParallel: 3}\nmodel: {path: x}\n", "engine.tensorParallel"},
+           {"engine: {tensorParallel: 0}\nmodel: {path: x}\n", "engine.tensorParallel"},
            {"api: {maxBodyBytes: 10}\nmodel: {path: x}\n", "api.maxBodyBytes"},
            {"auth: {apiKeys: [{key: k}]}\nmodel: {path: x}\n", "auth.apiKeys[0]"},
            {"router: {prefill: [\"\"]}\nmodel: {path: x}\n", "router.prefill[0]"},

@@ -64,6 +64,7 @@ StatusOr<runtime::ServingConfig> ServingConfigFor(const AgentConfig& config) {
   sc.kv_dtype = config.kv_cache;
   sc.kv_bytes = config.kv_cache_bytes;
   sc.threads = config.threads;
+  sc.tensor_parallel = config.tensor_parallel;
   sc.integrity = config.page_tags;
   // Decode members take prompts whose KV was computed elsewhere; sharing prefixes there would
   // need the pages published at commit, which the engine does not do yet.

@@ -40,6 +40,7 @@ void Usage(FILE* out) {
       "  --name NAME              the served model name\n"
       "  --weights bf16|fp8|int4  --kv-cache bf16|fp8_e4m3  --kv-cache-bytes N\n"
       "  --threads N              forward-pass threads\n"
+      "  --tensor-parallel N      ranks the model is sharded over (power of two, 1..64)\n"
       "  --prefill HOST:PORT --decode HOST:PORT   router: pool members (repeatable)\n"
       "  --prefill-members-file F --decode-members-file F   router: host:port lines, re-read\n"
       "  --refresh-ms N           router: member poll period (default 500)\n"
@@ -100,6 +101,11 @@ Status ApplyFlag(const std::string& flag, const char* value, AgentConfig* c) {
   } else if (flag == "--threads") {
     RETURN_IF_ERROR(need_u64(0, 256));
     c->threads = static_cast<int>(n);
+  } else if (flag == "--tensor-parallel") {
+    RETURN_IF_ERROR(need_u64(1, 64));
+    if ((n & (n - 1)) != 0)
+      return Status::InvalidArgument(std::string("--tensor-parallel ") + value + ": not a power of two");
+    c->tensor_parallel = static_cast<int>(n);
   } else if (flag == "--prefill") {
     c->prefill_endpoints.push_back(value);
   } else if (flag == "--decode") {

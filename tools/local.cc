@@ -37,6 +37,7 @@ constexpr char kUsage[] =
     "                    [--prefill-weights bf16|fp8|int4 (fp8)] [--prefill-kv bf16|fp8_e4m3 (bf16)]\n"
     "                    [--decode-weights bf16|fp8|int4 (int4)] [--decode-kv bf16|fp8_e4m3 (fp8_e4m3)]\n"
     "                    [--api-key KEY] [--threads N (per agent)] [--kv-cache-bytes N]\n"
+    "                    [--tensor-parallel N (ranks per agent, power of two)]\n"
     "                    [--transfer-timeout-ms N] [--ready-file PATH] [--agent PATH]\n"
     "                    [--no-prefix-cache] [--no-page-tags] [--no-transfer-checksum]\n"
     "                    [--enable-fault-injection (tests: honour x-tandem-fault)]\n";
@@ -49,6 +50,7 @@ struct LocalArgs {
   std::string prefill_weights = "fp8", prefill_kv = "bf16", decode_weights = "int4", decode_kv = "fp8_e4m3";
   std::string api_key;
   int threads = 1;
+  int tensor_parallel = 1;
   std::string kv_bytes = "268435456";
   std::string transfer_timeout_ms = "30000";
   std::string ready_file;
@@ -91,6 +93,8 @@ bool ParseArgs(const std::vector<std::string>& args, LocalArgs* out) {
       if (!number(0, 65535, &out->port)) return false;
     } else if (flag == "--threads") {
       if (!number(1, 256, &out->threads)) return false;
+    } else if (flag == "--tensor-parallel") {
+      if (!number(1, 64, &out->tensor_parallel)) return false;
     } else if (flag == "--prefill-weights") {
       out->prefill_weights = v;
     } else if (flag == "--prefill-kv") {
@@ -188,13 +192,28 @@ int RunLocal(const std::vector<std::string>& raw) {
       ASSIGN_OR_RETURN(uint16_t metrics, FreePort());
       ASSIGN_OR_RETURN(uint16_t http, FreePort());
       const std::string label = std::string(role) + "-" + std::to_string(i);
-      RETURN_IF_ERROR(
-          stack.Spawn(label, *agent,
-                      common({"--role", role, "--model", dir, "--weights", weights, "--kv-cache", kv,
-                              "--kv-cache-bytes", args.kv_bytes, "--threads", std::to_string(args.threads),
-                              "--grpc-port", std::to_string(grpc), "--http-port", std::to_string(http),
-                              "--metrics-port", std::to_string(metrics)}),
-                      metrics));
+      RETURN_IF_ERROR(stack.Spawn(label, *agent,
+                                  common({"--role",
+                                          role,
+                                          "--model",
+                                          dir,
+                                          "--weights",
+                                          weights,
+                                          "--kv-cache",
+                                          kv,
+                                          "--kv-cache-bytes",
+                                          args.kv_bytes,
+                                          "--threads",
+                                          std::to_string(args.threads),
+                                          "--tensor-parallel",
+                                          std::to_string(args.tensor_parallel),
+                                          "--grpc-port",
+                                          std::to_string(grpc),
+                                          "--http-port",
+                                          std::to_string(http),
+                                          "--metrics-port",
+                                          std::to_string(metrics)}),
+                                  metrics));
       endpoints->push_back("127.0.0.1:" + std::to_string(grpc));
     }
     return Status::Ok();

@@ -42,6 +42,7 @@ std::string RenderPoolConfig(std::string_view deployment, const CommonSpec& comm
   config["model"]["weights"] = pool.weights;
   config["kvCache"] = {{"dtype", pool.kv_cache}};
   if (pool.kv_cache_bytes > 0) config["kvCache"]["bytes"] = pool.kv_cache_bytes;
+  config["engine"] = {{"tensorParallel", pool.tensor_parallel}};
   return config.dump(2) + "\n";
 }
 

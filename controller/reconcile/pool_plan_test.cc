@@ -122,6 +122,10 @@ TEST(PlanPool, ConfigHashFollowsTheRenderedConfig) {
   std::string hash =
       Child(*plan, "StatefulSet")["spec"]["template"]["metadata"]["annotations"]["tandem.dev/config-hash"];
   EXPECT_EQ(hash, ContentHash(RenderPoolConfig("kimi", plan->spec.common, plan->spec.pool)));
+  // The pool's tensorParallel reaches the agent's engine config.
+  EXPECT_EQ(
+      json::parse(RenderPoolConfig("kimi", plan->spec.common, plan->spec.pool))["engine"]["tensorParallel"],
+      8);
   // Scaling does not roll the pods; a precision change does.
   pool["spec"]["replicas"] = 5;
   EXPECT_EQ(Child(*PlanPool(pool),

@@ -276,7 +276,9 @@ void BM_DecodeTensorParallel(benchmark::State& state, WeightFormat f, int tp) {
   pc.shape = KvShapeFor(m.config);
   pc.page_tokens = static_cast<size_t>(kPageTokens);
   pc.budget_bytes = size_t{64} << 20;
-  StatusOr<std::unique_ptr<TensorParallelRunner>> runner = TensorParallelRunner::Create(m, tp, 2 / tp, pc);
+  std::unique_ptr<kv::PagePool> kv = kv::PagePool::Create(pc).value();
+  StatusOr<std::unique_ptr<TensorParallelRunner>> runner =
+      TensorParallelRunner::Create(m, tp, 2 / tp, kv.get());
   if (!runner.ok()) {
     state.SkipWithError(runner.status().ToString().c_str());
     return;

@@ -117,6 +117,15 @@ class CpuRankGroup::RankComm : public Communicator {
   int rank_;
 };
 
+Status AgreeAcrossRanks(Communicator* comm, Status local) {
+  if (comm == nullptr || comm->size() == 1) return local;
+  float failed = local.ok() ? 0.0f : 1.0f;
+  RETURN_IF_ERROR(comm->AllReduceSum(&failed, 1));
+  if (!local.ok()) return local;
+  if (failed > 0.0f) return Status::FailedPrecondition("another tensor-parallel rank failed this step");
+  return Status::Ok();
+}
+
 CpuRankGroup::CpuRankGroup(int size) : shared_(std::make_unique<Shared>(std::max(size, 1))) {
   for (int r = 0; r < shared_->size; ++r)
     shared_->ranks.push_back(std::make_unique<RankComm>(shared_.get(), r));

@@ -29,6 +29,12 @@ class Communicator {
   virtual Status AllToAll(const float* in, int64_t n, float* out) = 0;
 };
 
+// Every rank's `local` outcome joined (a collective: every rank calls it): Ok when every rank's was
+// ok, else this rank's error, or FailedPrecondition naming the failure elsewhere. Ranks that
+// share state (one page pool written by rank 0) agree before going on, so that none waits forever
+// in a later collective for a rank that returned. comm null: `local`.
+Status AgreeAcrossRanks(Communicator* comm, Status local);
+
 // `size` ranks as threads of one process: Rank(r) is what the thread running rank r calls. The
 // group outlives its ranks' calls. InvalidArgument from a collective whose n differs between
 // ranks (every rank gets it).

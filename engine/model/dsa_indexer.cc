@@ -27,7 +27,8 @@ Status ForEachPageRun(const AttnSegment& seg, int64_t page_tokens, int64_t first
 Status DsaIndexerSelect(const ModelConfig& config, const DsaIndexerWeights& w, const Rope& rope,
                         int64_t layer, const float* h, const float* q_resid, int64_t tokens,
                         std::span<const AttnSegment> segs, kv::PagePool* kv, ThreadPool* pool,
-                        const kernels::cpu::MatmulOptions& options, std::vector<KeyMask>* masks) {
+                        const kernels::cpu::MatmulOptions& options, std::vector<KeyMask>* masks,
+                        Communicator* comm) {
   const int64_t heads = config.indexer.n_heads;
   const int64_t dim = config.indexer.head_dim;
   const int64_t topk = config.indexer.topk;
@@ -42,19 +43,25 @@ Status DsaIndexerSelect(const ModelConfig& config, const DsaIndexerWeights& w, c
   const int64_t page_tokens = static_cast<int64_t>(kv->page_tokens());
   const size_t l = static_cast<size_t>(layer);
   masks->assign(segs.size(), KeyMask());
-  std::vector<float> keys;  // [context, d]: the segment's keys as the pages hold them
-  for (size_t s = 0; s < segs.size(); ++s) {
-    const AttnSegment& seg = segs[s];
+  // Every segment's new keys first (rank 0 only under tensor parallelism), then the reads.
+  Status written = Status::Ok();
+  for (const AttnSegment& seg : segs) {
     for (int64_t i = 0; i < seg.num_new; ++i) {
       const int64_t row = seg.first_row + i;
       rope.Apply(q.data() + row * heads * dim, heads, dim, seg.past + i);
       rope.Apply(k.data() + row * dim, 1, dim, seg.past + i);
     }
-    RETURN_IF_ERROR(ForEachPageRun(
-        seg, page_tokens, seg.past, seg.num_new, [&](kv::PageId page, size_t slot, int64_t i, int64_t n) {
-          const float* src = k.data() + (seg.first_row + i) * dim;
-          return kv->WriteIndexKeys(page, l, slot, {src, static_cast<size_t>(n * dim)});
-        }));
+    if (!written.ok() || (comm != nullptr && comm->rank() != 0)) continue;
+    written = ForEachPageRun(seg, page_tokens, seg.past, seg.num_new,
+                             [&](kv::PageId page, size_t slot, int64_t i, int64_t n) {
+                               const float* src = k.data() + (seg.first_row + i) * dim;
+                               return kv->WriteIndexKeys(page, l, slot, {src, static_cast<size_t>(n * dim)});
+                             });
+  }
+  RETURN_IF_ERROR(AgreeAcrossRanks(comm, written));
+  std::vector<float> keys;  // [context, d]: the segment's keys as the pages hold them
+  for (size_t s = 0; s < segs.size(); ++s) {
+    const AttnSegment& seg = segs[s];
     const int64_t ctx = seg.context();
     if (ctx <= topk) continue;  // every query of this segment sees at most top-k keys: dense
     keys.resize(ctx * dim);

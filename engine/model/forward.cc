@@ -153,7 +153,7 @@ Status ModelRunner::Layer(int64_t layer, std::span<const AttnSegment> segs, int6
   std::vector<float> h(x->begin(), x->end()), delta(n);
   RmsNormRows(h.data(), tokens, c.hidden_size, c.hidden_size, w.input_layernorm.data(), c.rms_norm_eps);
   RETURN_IF_ERROR(attention_[layer].Forward(h.data(), tokens, segs, kv_, options.use_indexer, index_masks,
-                                            pool_, options.matmul, delta.data()));
+                                            pool_, options.matmul, delta.data(), comm_));
   if (comm_ != nullptr) RETURN_IF_ERROR(comm_->AllReduceSum(delta.data(), n));  // heads' partial o_proj
   AddScaledF32(1.0f, delta.data(), x->data(), n);  // the residual add, vectorized (1 · d is d)
   std::copy(x->begin(), x->end(), h.begin());

@@ -129,14 +129,16 @@ Status MlaAttention::GatherContexts(std::span<const AttnSegment> segs, const kv:
 
 Status MlaAttention::Forward(const float* h, int64_t tokens, std::span<const AttnSegment> segs,
                              kv::PagePool* kv, bool use_indexer, std::vector<KeyMask>* index_masks,
-                             ThreadPool* pool, const kernels::cpu::MatmulOptions& options, float* out) const {
+                             ThreadPool* pool, const kernels::cpu::MatmulOptions& options, float* out,
+                             Communicator* comm) const {
   const ModelConfig& c = *config_;
   std::vector<float> q, q_resid, latent;
   RETURN_IF_ERROR(Project(h, tokens, segs, pool, options, &q, &q_resid, &latent));
-  RETURN_IF_ERROR(WriteLatent(latent.data(), segs, kv));
+  const bool writer = comm == nullptr || comm->rank() == 0;
+  RETURN_IF_ERROR(AgreeAcrossRanks(comm, writer ? WriteLatent(latent.data(), segs, kv) : Status::Ok()));
   if (c.has_indexer() && use_indexer && weights_->indexer.has_value()) {
     RETURN_IF_ERROR(DsaIndexerSelect(c, *weights_->indexer, *rope_, layer_, h, q_resid.data(), tokens, segs,
-                                     kv, pool, options, index_masks));
+                                     kv, pool, options, index_masks, comm));
   } else if (!c.has_indexer() || !use_indexer || index_masks->size() != segs.size()) {
     index_masks->assign(segs.size(), KeyMask());
   }

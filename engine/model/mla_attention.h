@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "engine/core/communicator.h"
 #include "engine/core/thread_pool.h"
 #include "engine/kernels/cpu/attention.h"
 #include "engine/kernels/cpu/matmul.h"
@@ -38,9 +39,11 @@ class MlaAttention {
   // to each segment's pages (FP8 pools calibrate the layer's scale on the first batch). For GLM
   // full layers, runs the DSA indexer and leaves its masks in *index_masks; layers without
   // indexer weights reuse the masks found there (the previous full layer's choice).
+  // Tensor parallelism (comm non-null): the ranks share `kv`; rank 0 writes the rows (every rank
+  // computes the same ones) and the ranks agree (AgreeAcrossRanks) before any reads them.
   Status Forward(const float* h, int64_t tokens, std::span<const AttnSegment> segs, kv::PagePool* kv,
                  bool use_indexer, std::vector<KeyMask>* index_masks, ThreadPool* pool,
-                 const kernels::cpu::MatmulOptions& options, float* out) const;
+                 const kernels::cpu::MatmulOptions& options, float* out, Communicator* comm = nullptr) const;
 
  private:
   MlaAttention(const ModelConfig& config, const LayerWeights& weights, int64_t layer, const Rope* rope)

@@ -117,18 +117,18 @@ StatusOr<ModelWeights> ShardWeights(const ModelWeights& full, int rank, int tp) 
 
 StatusOr<std::unique_ptr<TensorParallelRunner>> TensorParallelRunner::Create(const ModelWeights& full, int tp,
                                                                              int threads_per_rank,
-                                                                             const kv::PagePoolConfig& pool) {
+                                                                             kv::PagePool* kv) {
   if (tp < 1 || tp > 64)
     return Status::InvalidArgument("tensor_parallel " + std::to_string(tp) + " outside 1..64");
   std::unique_ptr<TensorParallelRunner> t(new TensorParallelRunner());
   t->config_ = full.config;
+  t->kv_ = kv;
   t->group_ = std::make_unique<CpuRankGroup>(tp);
   for (int r = 0; r < tp; ++r) {
     auto rank = std::make_unique<Rank>();
     ASSIGN_OR_RETURN(rank->weights, ShardWeights(full, r, tp));
     rank->pool = std::make_unique<ThreadPool>(std::max(threads_per_rank, 1));
-    ASSIGN_OR_RETURN(rank->kv, kv::PagePool::Create(pool));
-    ASSIGN_OR_RETURN(rank->runner, ModelRunner::Create(rank->weights, rank->pool.get(), rank->kv.get()));
+    ASSIGN_OR_RETURN(rank->runner, ModelRunner::Create(rank->weights, rank->pool.get(), kv));
     rank->runner->SetCommunicator(t->group_->Rank(r));
     t->ranks_.push_back(std::move(rank));
   }
@@ -169,12 +169,12 @@ int64_t TensorParallelRunner::PagesNeeded(const KvSequence& seq, int64_t new_tok
   return ranks_[0]->runner->PagesNeeded(seq, new_tokens);
 }
 
-size_t TensorParallelRunner::num_pages() const { return ranks_[0]->kv->num_pages(); }
+size_t TensorParallelRunner::num_pages() const { return kv_->num_pages(); }
 
 Status TensorParallelRunner::Forward(std::span<const StepInput> batch, const ForwardOptions& options,
                                      std::vector<float>* logits) {
   const int tp = this->tp();
-  // Each rank advances its own copy of the sequences (the pages are the same ids everywhere).
+  // Each rank advances its own copy of the sequences.
   std::vector<std::vector<KvSequence>> seqs(tp);
   std::vector<std::vector<StepInput>> inputs(tp);
   for (int r = 0; r < tp; ++r) {

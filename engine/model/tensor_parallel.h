@@ -8,9 +8,10 @@
 //               sum, all-reduced). q_a_proj, kv_a_proj, their norms and the DSA indexer are
 //               replicated: every rank computes the same latent, q_lora and indexer choice.
 //   KV cache    MLA caches one latent row per token, shared by all heads, so it cannot be split by
-//               head: every rank keeps the whole latent (and GLM's indexer keys) in its own pool,
-//               written with the same bits, as production TP does. Pages are addressed by the
-//               same ids on every rank; a sequence's pages mean the same rows everywhere.
+//               head: every rank needs the whole latent (and GLM's indexer keys), as in
+//               production TP where each GPU holds all of it. CPU ranks share one pool: every rank
+//               computes the same rows, rank 0 writes them, and the ranks agree before reading,
+//               so transfers, the prefix cache and integrity checks see one pool as without TP.
 //   MoE         routed experts: rank r keeps experts [r·E/tp, (r+1)·E/tp) (expert parallelism);
 //               the router is replicated, so every rank routes every token the same way and runs
 //               the tokens routed to its own experts. The shared expert and dense MLPs are split
@@ -46,12 +47,11 @@ StatusOr<ModelWeights> ShardWeights(const ModelWeights& full, int rank, int tp);
 
 class TensorParallelRunner {
  public:
-  // tp ranks (1..64), each with its own ThreadPool of threads_per_rank threads and its own page
-  // pool made from `pool` (the same geometry, so page ids mean the same on every rank). Rank 0
-  // runs on the caller's thread, the others on threads of their own.
+  // tp ranks (1..64), each with its own ThreadPool of threads_per_rank threads, all over `kv`.
+  // Rank 0 runs on the caller's thread, the others on threads of their own.
+  // REQUIRES: kv outlives the runner. Errors: ShardWeights', ModelRunner::Create's.
   static StatusOr<std::unique_ptr<TensorParallelRunner>> Create(const ModelWeights& full, int tp,
-                                                                int threads_per_rank,
-                                                                const kv::PagePoolConfig& pool);
+                                                                int threads_per_rank, kv::PagePool* kv);
   ~TensorParallelRunner();
 
   int tp() const { return static_cast<int>(ranks_.size()); }
@@ -72,13 +72,13 @@ class TensorParallelRunner {
   struct Rank {
     ModelWeights weights;
     std::unique_ptr<ThreadPool> pool;
-    std::unique_ptr<kv::PagePool> kv;
     std::unique_ptr<ModelRunner> runner;
   };
   TensorParallelRunner() = default;
   void WorkerLoop(int rank);
 
   ModelConfig config_;
+  kv::PagePool* kv_ = nullptr;
   std::vector<std::unique_ptr<Rank>> ranks_;
   std::unique_ptr<CpuRankGroup> group_;
   // Ranks 1.. wait for a step's job (generation_ advances), run it, and count themselves done.

@@ -161,7 +161,8 @@ TEST_P(ShardedModelTest, ShardedLogitsEqualUnshardedForEveryTpFormatAndKvDtype) 
       for (int tp : {1, 2, 4, 8}) {
         const std::string where = std::string(GetParam()) + " " + std::string(WeightFormatName(format)) +
                                   " " + std::string(KvCacheDtypeName(dtype)) + " tp " + std::to_string(tp);
-        auto sharded = TensorParallelRunner::Create(full, tp, 1, PoolFor(c, dtype));
+        auto tp_kv = kv::PagePool::Create(PoolFor(c, dtype)).value();
+        auto sharded = TensorParallelRunner::Create(full, tp, 1, tp_kv.get());
         ASSERT_TRUE(sharded.ok()) << where << ": " << sharded.status().ToString();
         KvSequence seq;
         int step_index = 0;

@@ -94,8 +94,10 @@ inline std::vector<int32_t> HashGreedyReference(std::vector<int32_t> context, si
 // (role, integrity, prefix cache, scheduler) and exactly `pages` KV pages.
 struct DummyEngine {
   DummyEngine(const char* preset, uint64_t seed, size_t pages, size_t page_tokens, const EngineConfig& config,
-              KvCacheDtype kv = KvCacheDtype::kBf16, std::vector<float> fp8_scales = {}) {
+              KvCacheDtype kv = KvCacheDtype::kBf16, std::vector<float> fp8_scales = {},
+              int tensor_parallel = 1) {
     ServingConfig sc;
+    sc.tensor_parallel = tensor_parallel;
     sc.dummy_preset = preset;
     sc.dummy_seed = seed;
     sc.kv_dtype = kv;

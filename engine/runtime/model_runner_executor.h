@@ -8,7 +8,8 @@
 
 namespace tandem::engine::model {
 class ModelRunner;
-}
+class TensorParallelRunner;
+}  // namespace tandem::engine::model
 
 namespace tandem::engine::runtime {
 
@@ -23,6 +24,21 @@ class ModelRunnerExecutor final : public ModelExecutor {
 
  private:
   model::ModelRunner* runner_;
+  kv::PagePool* kv_;
+};
+
+// The same over tensor-parallel CPU ranks (model/tensor_parallel.h), all over one pool.
+class TensorParallelExecutor final : public ModelExecutor {
+ public:
+  // REQUIRES: runner and kv outlive the executor; kv is the pool the runner was created with.
+  TensorParallelExecutor(model::TensorParallelRunner* runner, kv::PagePool* kv) : runner_(runner), kv_(kv) {}
+
+  int64_t vocab_size() const override;
+  kv::PagePool* kv_pool() const override { return kv_; }
+  Status Forward(std::span<const ExecInput> batch, std::vector<float>* logits) override;
+
+ private:
+  model::TensorParallelRunner* runner_;
   kv::PagePool* kv_;
 };
 

@@ -12,6 +12,7 @@
 #include "engine/model/kv_shape.h"
 #include "engine/model/model_dir.h"
 #include "engine/model/presets.h"
+#include "engine/model/tensor_parallel.h"
 #include "engine/runtime/model_runner_executor.h"
 
 namespace tandem::engine::runtime {
@@ -98,7 +99,17 @@ StatusOr<std::unique_ptr<ServingEngine>> ServingEngine::Open(const ServingConfig
   ASSIGN_OR_RETURN(s->pool_, kv::PagePool::Create(pc));
   s->workers_ = std::make_unique<ThreadPool>(s->threads_);
   ASSIGN_OR_RETURN(s->runner_, model::ModelRunner::Create(*s->weights_, s->workers_.get(), s->pool_.get()));
-  s->executor_ = std::make_unique<ModelRunnerExecutor>(s->runner_.get(), s->pool_.get());
+  if (config.tensor_parallel > 1) {
+    ASSIGN_OR_RETURN(s->tp_runner_, model::TensorParallelRunner::Create(
+                                        *s->weights_, config.tensor_parallel,
+                                        std::max(1, s->threads_ / config.tensor_parallel), s->pool_.get()));
+    s->executor_ = std::make_unique<TensorParallelExecutor>(s->tp_runner_.get(), s->pool_.get());
+  } else if (config.tensor_parallel < 1) {
+    return Status::InvalidArgument("tensor_parallel " + std::to_string(config.tensor_parallel) +
+                                   " must be >= 1");
+  } else {
+    s->executor_ = std::make_unique<ModelRunnerExecutor>(s->runner_.get(), s->pool_.get());
+  }
   if (config.role == EngineRole::kDecodeOnly && config.kv_dtype == KvCacheDtype::kFp8E4M3) {
     RETURN_IF_ERROR(s->CalibrateFp8Scales());
   }

@@ -32,6 +32,7 @@ class PagePool;
 }
 namespace tandem::engine::model {
 class ModelRunner;
+class TensorParallelRunner;
 struct ModelConfig;
 struct ModelDir;
 struct ModelWeights;
@@ -63,6 +64,9 @@ struct ServingConfig {
   size_t page_tokens = 16;
   std::vector<float> kv_fp8_layer_scales;  // FP8 only: the checkpoint's per-layer KV scales, or empty
   int threads = 0;                         // forward-pass workers; 0: hardware threads (at most 16)
+  // Tensor / expert parallel ranks (model/tensor_parallel.h), CPU ranks as threads sharing the
+  // KV pool, each with threads / tensor_parallel workers (at least 1). 1: no sharding.
+  int tensor_parallel = 1;
   EngineRole role = EngineRole::kUnified;
   bool integrity = false;     // page tags checked before every step
   bool prefix_cache = false;  // tenant-salted prefix sharing
@@ -116,6 +120,7 @@ class ServingEngine {
   std::unique_ptr<ThreadPool> workers_;
   std::unique_ptr<kv::PagePool> pool_;
   std::unique_ptr<model::ModelRunner> runner_;
+  std::unique_ptr<model::TensorParallelRunner> tp_runner_;  // tensor_parallel > 1
   std::unique_ptr<ModelExecutor> executor_;
   std::unique_ptr<Engine> engine_;
 };
