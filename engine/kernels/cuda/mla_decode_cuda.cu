@@ -6,8 +6,8 @@
 namespace tandem::engine::cuda {
 namespace {
 
-constexpr int kChunk = 256;   // context rows per split
-constexpr int kHeads = 8;     // heads per block: each row is read once for all of them
+constexpr int kChunk = 256;  // context rows per split
+constexpr int kHeads = 8;    // heads per block: each row is read once for all of them
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
 
@@ -27,19 +27,18 @@ __device__ inline float Value(const uint8_t* row, int d, bool fp8) {
 // per row, lanes over the row's elements), their exponentials against the split's maximum, and the
 // unnormalized sums Σ e_t row_t[0, kv_lora) (a thread per element). Partial layout per (b, h,
 // split): [kv_lora sums | m | l].
-__global__ void __launch_bounds__(kThreads) MlaDecodePartials(const float* __restrict__ q, int heads,
-                                                              const int32_t* __restrict__ page_table,
-                                                              int max_pages, const int32_t* __restrict__ context,
-                                                              PagedLatent kv, int kv_lora, float score_scale,
-                                                              int splits, float* __restrict__ partials) {
+__global__ void __launch_bounds__(kThreads)
+    MlaDecodePartials(const float* __restrict__ q, int heads, const int32_t* __restrict__ page_table,
+                      int max_pages, const int32_t* __restrict__ context, PagedLatent kv, int kv_lora,
+                      float score_scale, int splits, float* __restrict__ partials) {
   extern __shared__ float smem[];
   const int b = blockIdx.x, h0 = blockIdx.y * kHeads, split = blockIdx.z;
   const int nh = min(kHeads, heads - h0);
   const int width = kv.width, ctx = context[b];
   const int t0 = split * kChunk, n = max(0, min(ctx, t0 + kChunk) - t0);
   const int part_size = kv_lora + 2;
-  float* q_s = smem;                    // [kHeads, width]
-  float* s_s = smem + kHeads * width;   // [kHeads, kChunk]
+  float* q_s = smem;                   // [kHeads, width]
+  float* s_s = smem + kHeads * width;  // [kHeads, kChunk]
   const int32_t* table = page_table + static_cast<int64_t>(b) * max_pages;
   for (int i = threadIdx.x; i < nh * width; i += kThreads)
     q_s[i] = q[(static_cast<int64_t>(b) * heads + h0) * width + i];
@@ -138,26 +137,28 @@ size_t MlaDecodeWorkspaceBytes(int batch, int heads, int kv_lora, int max_contex
   return static_cast<size_t>(batch) * heads * Splits(max_context) * (kv_lora + 2) * sizeof(float);
 }
 
-cudaError_t LaunchMlaDecode(const float* d_q, int batch, int heads, const int32_t* d_page_table, int max_pages,
-                            const int32_t* d_context, int max_context, const PagedLatent& kv, int kv_lora,
-                            float softmax_scale, float* d_out, void* d_workspace, cudaStream_t stream) {
+cudaError_t LaunchMlaDecode(const float* d_q, int batch, int heads, const int32_t* d_page_table,
+                            int max_pages, const int32_t* d_context, int max_context, const PagedLatent& kv,
+                            int kv_lora, float softmax_scale, float* d_out, void* d_workspace,
+                            cudaStream_t stream) {
   if (batch <= 0 || heads <= 0) return cudaSuccess;
   if (kv.width <= 0 || kv_lora <= 0 || kv_lora > kv.width || kv.page_tokens <= 0 || max_context <= 0)
     return cudaErrorInvalidValue;
   const int splits = Splits(max_context);
   const size_t smem = (static_cast<size_t>(kHeads) * kv.width + kHeads * kChunk) * sizeof(float);
   if (smem > 48 * 1024) {
-    const cudaError_t e =
-        cudaFuncSetAttribute(MlaDecodePartials, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+    const cudaError_t e = cudaFuncSetAttribute(MlaDecodePartials, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                               static_cast<int>(smem));
     if (e != cudaSuccess) return e;
   }
   float* partials = static_cast<float*>(d_workspace);
   const dim3 grid(batch, (heads + kHeads - 1) / kHeads, splits);
-  MlaDecodePartials<<<grid, kThreads, smem, stream>>>(d_q, heads, d_page_table, max_pages, d_context, kv, kv_lora,
-                                                      softmax_scale * kv.kv_scale, splits, partials);
+  MlaDecodePartials<<<grid, kThreads, smem, stream>>>(d_q, heads, d_page_table, max_pages, d_context, kv,
+                                                      kv_lora, softmax_scale * kv.kv_scale, splits, partials);
   cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess) return e;
-  MlaDecodeCombine<<<dim3(batch, heads), 128, 0, stream>>>(partials, heads, splits, kv_lora, kv.kv_scale, d_out);
+  MlaDecodeCombine<<<dim3(batch, heads), 128, 0, stream>>>(partials, heads, splits, kv_lora, kv.kv_scale,
+                                                           d_out);
   return cudaGetLastError();
 }
 

@@ -23,8 +23,8 @@ struct PagedLatent {
   int64_t page_stride = 0;   // bytes
   int64_t layer_offset = 0;  // bytes
   int page_tokens = 0;
-  int width = 0;             // kv_lora + rope (576 in the real models)
-  bool fp8 = false;          // e4m3 codes (value = code · kv_scale), else bf16
+  int width = 0;     // kv_lora + rope (576 in the real models)
+  bool fp8 = false;  // e4m3 codes (value = code · kv_scale), else bf16
   float kv_scale = 1.0f;
 };
 
@@ -36,8 +36,9 @@ size_t MlaDecodeWorkspaceBytes(int batch, int heads, int kv_lora, int max_contex
 // attends to (>= 1, <= max_context); d_out: [batch, heads, kv_lora] fp32 =
 // Σ_t softmax_t(softmax_scale · q·row_t) · row_t[0, kv_lora), the rows' values including their
 // scale. Asynchronous on `stream`.
-cudaError_t LaunchMlaDecode(const float* d_q, int batch, int heads, const int32_t* d_page_table, int max_pages,
-                            const int32_t* d_context, int max_context, const PagedLatent& kv, int kv_lora,
-                            float softmax_scale, float* d_out, void* d_workspace, cudaStream_t stream);
+cudaError_t LaunchMlaDecode(const float* d_q, int batch, int heads, const int32_t* d_page_table,
+                            int max_pages, const int32_t* d_context, int max_context, const PagedLatent& kv,
+                            int kv_lora, float softmax_scale, float* d_out, void* d_workspace,
+                            cudaStream_t stream);
 
 }  // namespace tandem::engine::cuda

@@ -8,8 +8,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <cstdio>
+#include <cstring>
 #include <limits>
 #include <numeric>
 #include <random>
@@ -37,7 +37,8 @@ class MlaDecodeCudaTest : public ::testing::Test {
 template <typename T>
 T* DeviceCopy(const std::vector<T>& host) {
   T* d = nullptr;
-  EXPECT_EQ(cudaMalloc(reinterpret_cast<void**>(&d), std::max<size_t>(1, host.size()) * sizeof(T)), cudaSuccess);
+  EXPECT_EQ(cudaMalloc(reinterpret_cast<void**>(&d), std::max<size_t>(1, host.size()) * sizeof(T)),
+            cudaSuccess);
   EXPECT_EQ(cudaMemcpy(d, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice), cudaSuccess);
   return d;
 }
@@ -103,7 +104,8 @@ TEST_F(MlaDecodeCudaTest, MatchesTheCpuOracleForBothPageDtypes) {
       // The oracle: scores in double from the CPU kernels' reference, softmax, weighted sums.
       std::vector<double> want(static_cast<size_t>(batch) * heads * kv_lora);
       for (int b = 0; b < batch; ++b) {
-        const std::vector<int32_t> row_table(table.begin() + b * max_pages, table.begin() + (b + 1) * max_pages);
+        const std::vector<int32_t> row_table(table.begin() + b * max_pages,
+                                             table.begin() + (b + 1) * max_pages);
         for (int h = 0; h < heads; ++h) {
           const float* qh = q.data() + (static_cast<size_t>(b) * heads + h) * width;
           std::vector<double> s(contexts[b]);
@@ -136,7 +138,8 @@ TEST_F(MlaDecodeCudaTest, MatchesTheCpuOracleForBothPageDtypes) {
       ASSERT_EQ(LaunchMlaDecode(d_q, batch, heads, d_table, max_pages, d_ctx, max_context, kv, kv_lora,
                                 softmax_scale, d_out, d_ws, nullptr),
                 cudaSuccess);
-      ASSERT_EQ(cudaMemcpy(got.data(), d_out, got.size() * sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
+      ASSERT_EQ(cudaMemcpy(got.data(), d_out, got.size() * sizeof(float), cudaMemcpyDeviceToHost),
+                cudaSuccess);
       for (void* p : {static_cast<void*>(d_pages), static_cast<void*>(d_q), static_cast<void*>(d_table),
                       static_cast<void*>(d_ctx), static_cast<void*>(d_out), d_ws})
         cudaFree(p);
@@ -192,13 +195,14 @@ TEST_F(MlaDecodeCudaTest, BandwidthAtBatch64By8K) {
     int32_t* d_ctx = DeviceCopy(ctxs);
     float* d_out = nullptr;
     void* d_ws = nullptr;
-    ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&d_out), sizeof(float) * batch * heads * kv_lora), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&d_out), sizeof(float) * batch * heads * kv_lora),
+              cudaSuccess);
     ASSERT_EQ(cudaMalloc(&d_ws, MlaDecodeWorkspaceBytes(batch, heads, kv_lora, ctx)), cudaSuccess);
     PagedLatent kv = pool.kv;
     kv.pages = d_pages;
     auto launch = [&] {
-      return LaunchMlaDecode(d_q, batch, heads, d_table, max_pages, d_ctx, ctx, kv, kv_lora, 0.07f, d_out, d_ws,
-                             nullptr);
+      return LaunchMlaDecode(d_q, batch, heads, d_table, max_pages, d_ctx, ctx, kv, kv_lora, 0.07f, d_out,
+                             d_ws, nullptr);
     };
     ASSERT_EQ(launch(), cudaSuccess);
     cudaDeviceSynchronize();
@@ -210,9 +214,11 @@ TEST_F(MlaDecodeCudaTest, BandwidthAtBatch64By8K) {
     cudaEventElapsedTime(&total, e0, e1);
     ms[fp8] = total / 20;
     const double kv_bytes = static_cast<double>(batch) * ctx * width * (fp8 ? 1 : 2);
-    std::printf("[gpu-bench] mla_decode %s batch %d ctx %d heads %d: %.3f ms, KV %.0f GB/s = %.0f%% of copy %.0f GB/s\n",
-                fp8 ? "fp8" : "bf16", batch, ctx, heads, ms[fp8], kv_bytes / (ms[fp8] * 1e-3) / 1e9,
-                100.0 * kv_bytes / (ms[fp8] * 1e-3) / 1e9 / copy_gbs, copy_gbs);
+    std::printf(
+        "[gpu-bench] mla_decode %s batch %d ctx %d heads %d: %.3f ms, KV %.0f GB/s = %.0f%% of copy %.0f "
+        "GB/s\n",
+        fp8 ? "fp8" : "bf16", batch, ctx, heads, ms[fp8], kv_bytes / (ms[fp8] * 1e-3) / 1e9,
+        100.0 * kv_bytes / (ms[fp8] * 1e-3) / 1e9 / copy_gbs, copy_gbs);
     for (void* p : {static_cast<void*>(d_pages), static_cast<void*>(d_q), static_cast<void*>(d_table),
                     static_cast<void*>(d_ctx), static_cast<void*>(d_out), d_ws})
       cudaFree(p);
