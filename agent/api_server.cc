@@ -149,12 +149,8 @@ void ApiServer::Handle(const http::HttpRequest& request, http::ResponseWriter& w
     std::string_view auth = request.Header("authorization");
     constexpr std::string_view kBearer = "Bearer ";
     const ApiKey* found = nullptr;
-    if (auth.substr(0, kBearer.size()) == kBearer) {
-      const std::string_view key = auth.substr(kBearer.size());
-      for (const ApiKey& k : options_.api_keys) {
-        if (k.key == key) found = &k;
-      }
-    }
+    if (auth.substr(0, kBearer.size()) == kBearer)
+      found = FindApiKey(options_.api_keys, auth.substr(kBearer.size()));
     if (found == nullptr) {
       SendError(writer,
                 Error(401, "authentication_error",

@@ -1,10 +1,13 @@
 #include "agent/config.h"
 
+#include <cstdlib>
 #include <fstream>
 #include <initializer_list>
 #include <limits>
 #include <sstream>
 
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
 #include <yaml-cpp/yaml.h>
 
 namespace tandem::agent {
@@ -25,6 +28,29 @@ Status CheckKeys(const YAML::Node& node, std::string_view where,
     }
   }
   return Status::Ok();
+}
+
+constexpr std::string_view kSha256Prefix = "sha256:";
+
+// 64 hex digits (either case) as 32 bytes.
+StatusOr<std::array<uint8_t, 32>> ParseSha256Hex(std::string_view hex) {
+  std::array<uint8_t, 32> out{};
+  if (hex.size() != 64) return Status::InvalidArgument("a SHA-256 digest is 64 hex digits");
+  for (size_t i = 0; i < hex.size(); ++i) {
+    const char c = hex[i];
+    int v = 0;
+    if (c >= '0' && c <= '9') {
+      v = c - '0';
+    } else if (c >= 'a' && c <= 'f') {
+      v = c - 'a' + 10;
+    } else if (c >= 'A' && c <= 'F') {
+      v = c - 'A' + 10;
+    } else {
+      return Status::InvalidArgument("a SHA-256 digest is 64 hex digits");
+    }
+    out[i / 2] = static_cast<uint8_t>(out[i / 2] << 4 | v);
+  }
+  return out;
 }
 
 std::string Join(std::string_view where, std::string_view key) {
@@ -176,12 +202,19 @@ Status ParseAuth(const YAML::Node& n, AgentConfig* c) {
   if (!keys.IsSequence()) return Status::InvalidArgument("auth.apiKeys: must be a list of {key, tenant}");
   for (size_t i = 0; i < keys.size(); ++i) {
     const std::string where = "auth.apiKeys[" + std::to_string(i) + "]";
-    RETURN_IF_ERROR(CheckKeys(keys[i], where, {"key", "tenant"}));
-    ApiKey key;
-    RETURN_IF_ERROR(ReadString(keys[i], where, "key", &key.key));
-    RETURN_IF_ERROR(ReadString(keys[i], where, "tenant", &key.tenant));
-    if (key.key.empty() || key.tenant.empty()) {
-      return Status::InvalidArgument(where + ": key and tenant are required");
+    RETURN_IF_ERROR(CheckKeys(keys[i], where, {"key", "sha256", "tenant"}));
+    std::string text, digest, tenant;
+    RETURN_IF_ERROR(ReadString(keys[i], where, "key", &text));
+    RETURN_IF_ERROR(ReadString(keys[i], where, "sha256", &digest));
+    RETURN_IF_ERROR(ReadString(keys[i], where, "tenant", &tenant));
+    if (text.empty() == digest.empty() || tenant.empty()) {
+      return Status::InvalidArgument(where + ": one of key or sha256, and tenant, are required");
+    }
+    ApiKey key = MakeApiKey(text, std::move(tenant));
+    if (!digest.empty()) {
+      StatusOr<std::array<uint8_t, 32>> parsed = ParseSha256Hex(digest);
+      if (!parsed.ok()) return parsed.status().WithContext(where + ".sha256");
+      key.sha256 = *parsed;
     }
     c->api_keys.push_back(std::move(key));
   }
@@ -274,20 +307,54 @@ Status ValidateAgentConfig(const AgentConfig& c) {
   return Status::Ok();
 }
 
+std::array<uint8_t, 32> HashApiKey(std::string_view key) {
+  std::array<uint8_t, 32> digest{};
+  unsigned int size = 0;
+  if (EVP_Digest(key.data(), key.size(), digest.data(), &size, EVP_sha256(), nullptr) != 1 ||
+      size != digest.size()) {
+    std::abort();  // OpenSSL without SHA-256: nothing can be authenticated
+  }
+  return digest;
+}
+
+ApiKey MakeApiKey(std::string_view key, std::string tenant) {
+  ApiKey out;
+  out.sha256 = HashApiKey(key);
+  out.tenant = std::move(tenant);
+  return out;
+}
+
+const ApiKey* FindApiKey(const std::vector<ApiKey>& keys, std::string_view presented) {
+  const std::array<uint8_t, 32> digest = HashApiKey(presented);
+  const ApiKey* found = nullptr;
+  for (const ApiKey& k : keys) {
+    // No early exit: every entry costs the same whether or not an earlier one matched.
+    const bool same = CRYPTO_memcmp(k.sha256.data(), digest.data(), digest.size()) == 0;
+    if (same && found == nullptr) found = &k;
+  }
+  return found;
+}
+
 StatusOr<std::vector<ApiKey>> ParseApiKeyText(std::string_view text) {
   std::vector<ApiKey> keys;
   std::istringstream in{std::string(text)};
   std::string line;
   for (int number = 1; std::getline(in, line); ++number) {
     std::istringstream fields(line);
-    ApiKey key;
-    if (!(fields >> key.key) || key.key[0] == '#') continue;
-    std::string extra;
-    if (!(fields >> key.tenant)) key.tenant = "default";
+    std::string key, tenant, extra;
+    if (!(fields >> key) || key[0] == '#') continue;
+    if (!(fields >> tenant)) tenant = "default";
     if (fields >> extra) {
       return Status::InvalidArgument("line " + std::to_string(number) + ": expected \"KEY TENANT\"");
     }
-    keys.push_back(std::move(key));
+    ApiKey entry = MakeApiKey(key, std::move(tenant));
+    if (key.starts_with(kSha256Prefix)) {
+      StatusOr<std::array<uint8_t, 32>> digest =
+          ParseSha256Hex(std::string_view(key).substr(kSha256Prefix.size()));
+      if (!digest.ok()) return digest.status().WithContext("line " + std::to_string(number));
+      entry.sha256 = *digest;
+    }
+    keys.push_back(std::move(entry));
   }
   return keys;
 }

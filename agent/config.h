@@ -2,6 +2,7 @@
 // tandem-agent's configuration: a YAML file (or the ConfigMap the controller renders) parsed into
 // a plain struct. Unknown keys are errors, so a typo never silently falls back to a default.
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -17,11 +18,20 @@ enum class Role { kRouter, kPrefill, kDecode, kStandalone };
 std::string_view RoleName(Role role);
 StatusOr<Role> ParseRole(std::string_view name);
 
-// An API key and the tenant it authenticates (the tenant salts prefix-cache sharing).
+// An API key and the tenant it authenticates (the tenant salts prefix-cache sharing). Only the
+// key's SHA-256 is kept: a memory dump or a config echo never shows a usable key.
 struct ApiKey {
-  std::string key;
+  std::array<uint8_t, 32> sha256{};
   std::string tenant;
 };
+
+// The SHA-256 of a key as presented (Authorization: Bearer KEY).
+std::array<uint8_t, 32> HashApiKey(std::string_view key);
+// The key as the agent keeps it: its digest, with its tenant.
+ApiKey MakeApiKey(std::string_view key, std::string tenant);
+// The entry whose digest matches `presented`'s, or nullptr. Every entry is compared, each in
+// constant time (CRYPTO_memcmp), so the time taken tells nothing about which bytes matched.
+const ApiKey* FindApiKey(const std::vector<ApiKey>& keys, std::string_view presented);
 
 struct AgentConfig {
   Role role = Role::kStandalone;
@@ -71,8 +81,8 @@ struct AgentConfig {
   uint64_t header_timeout_ms = 10'000;
   uint64_t max_inflight = 256;  // requests at once; more get 429 with Retry-After
 
-  // auth: API keys (inline, or a file of "KEY TENANT" lines). None: no authentication, and every
-  // request belongs to the tenant "default".
+  // auth: API keys (inline {key|sha256, tenant}, or a file of "KEY TENANT" lines), kept as
+  // SHA-256 digests. None: no authentication, and every request belongs to the tenant "default".
   std::vector<ApiKey> api_keys;
   std::string api_key_file;
 
@@ -98,7 +108,9 @@ struct AgentConfig {
 };
 
 // API keys as text (auth.apiKeyFile, the TANDEM_API_KEYS environment variable): lines
-// "KEY TENANT", or a bare "KEY" (tenant "default"); blank lines and '#' comments skipped.
+// "KEY TENANT", or a bare "KEY" (tenant "default"); KEY may be "sha256:<64 hex digits>", the
+// digest of the key instead of the key (what a key file at rest should hold: `printf %s KEY |
+// sha256sum`); blank lines and '#' comments skipped.
 StatusOr<std::vector<ApiKey>> ParseApiKeyText(std::string_view text);
 
 // Parses YAML text. Every error names the offending key: `grpcPort: must be in 1..65535`.

@@ -180,10 +180,42 @@ TEST(AgentConfigTest, ApiKeyText) {
   StatusOr<std::vector<ApiKey>> keys = ParseApiKeyText("# keys\nk1 bank\n\nk2\n");
   ASSERT_TRUE(keys.ok()) << keys.status().ToString();
   ASSERT_EQ(keys->size(), 2u);
-  EXPECT_EQ((*keys)[0].key, "k1");
+  EXPECT_EQ((*keys)[0].sha256, HashApiKey("k1"));
   EXPECT_EQ((*keys)[0].tenant, "bank");
   EXPECT_EQ((*keys)[1].tenant, "default");
   EXPECT_FALSE(ParseApiKeyText("k1 bank extra\n").ok());
+  EXPECT_FALSE(ParseApiKeyText("sha256:abc bank\n").ok());
+  EXPECT_FALSE(
+      ParseApiKeyText("sha256:6ee3bd95e36c194e9064eeb06823008f748e0e90839ca24682c5f8b0a35d2767Z bank\n")
+          .ok());
+}
+
+// Keys are kept as digests: a "sha256:HEX" line (what `printf %s KEY | sha256sum` prints)
+// authenticates the key whose digest it is, exactly as the key itself would; nothing else matches.
+TEST(AgentConfigTest, ApiKeysAreKeptAsDigests) {
+  StatusOr<std::vector<ApiKey>> keys = ParseApiKeyText(
+      "k1 bank\nsha256:6ee3bd95e36c194e9064eeb06823008f748e0e90839ca24682c5f8b0a35d2767 clinic\n");
+  ASSERT_TRUE(keys.ok()) << keys.status().ToString();
+  const ApiKey* found = FindApiKey(*keys, "secret-k3");
+  ASSERT_NE(found, nullptr);
+  EXPECT_EQ(found->tenant, "clinic");
+  ASSERT_NE(FindApiKey(*keys, "k1"), nullptr);
+  EXPECT_EQ(FindApiKey(*keys, "k1")->tenant, "bank");
+  EXPECT_EQ(FindApiKey(*keys, "k2"), nullptr);
+  EXPECT_EQ(FindApiKey(*keys, ""), nullptr);
+  EXPECT_EQ(FindApiKey(*keys, "sha256:6ee3bd95e36c194e9064eeb06823008f748e0e90839ca24682c5f8b0a35d2767"),
+            nullptr);  // the digest is not a key
+  StatusOr<AgentConfig> c = ParseAgentConfig(
+      "model: {path: x}\nauth: {apiKeys: [{sha256: "
+      "6ee3bd95e36c194e9064eeb06823008f748e0e90839ca24682c5f8b0a35d2767, tenant: t}, {key: k9, tenant: "
+      "u}]}\n");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(FindApiKey(c->api_keys, "secret-k3")->tenant, "t");
+  EXPECT_EQ(FindApiKey(c->api_keys, "k9")->tenant, "u");
+  EXPECT_FALSE(
+      ParseAgentConfig("model: {path: x}\nauth: {apiKeys: [{key: a, sha256: "
+                       "6ee3bd95e36c194e9064eeb06823008f748e0e90839ca24682c5f8b0a35d2767, tenant: t}]}\n")
+          .ok());
 }
 
 }  // namespace

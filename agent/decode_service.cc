@@ -1,10 +1,12 @@
 #include "agent/decode_service.h"
 
 #include <chrono>
+#include <optional>
 #include <thread>
 #include <vector>
 
 #include "agent/grpc_util.h"
+#include "agent/kv_import.h"
 #include "agent/wire.h"
 #include "common/logging.h"
 
@@ -15,6 +17,25 @@ using metrics::TransferFailure;
 
 namespace {
 constexpr auto kPoll = std::chrono::milliseconds(20);
+
+// The engine loop's import calls, for PushKvSession.
+class LoopImportTarget final : public ImportTarget {
+ public:
+  explicit LoopImportTarget(runtime::EngineLoop* loop) : loop_(loop) {}
+  Status WritePage(uint64_t transfer_id, uint32_t logical_page, std::span<const uint8_t> bytes,
+                   uint32_t tag) override {
+    return loop_->WritePage(transfer_id, logical_page, bytes, tag);
+  }
+  Status CommitImport(uint64_t transfer_id, int32_t first_token, uint64_t digest) override {
+    return loop_->CommitImport(transfer_id, first_token, digest);
+  }
+  Status AbortImport(uint64_t transfer_id, std::string_view reason) override {
+    return loop_->AbortImport(transfer_id, reason);
+  }
+
+ private:
+  runtime::EngineLoop* loop_;
+};
 
 struct InFlight {
   explicit InFlight(std::atomic<int64_t>* n) : n_(n) { n_->fetch_add(1); }
@@ -89,68 +110,29 @@ grpc::Status DecodeService::Generate(grpc::ServerContext* ctx, const v1::Generat
 
 grpc::Status DecodeService::PushKv(grpc::ServerContext* ctx, grpc::ServerReader<v1::PushKvMessage>* reader,
                                    v1::PushKvResponse* response) {
-  runtime::EngineLoop& loop = host_->loop();
-  v1::PushKvMessage msg;
-  uint64_t transfer = 0;
-  bool have_transfer = false, refused_tag = false;
-  uint32_t accepted = 0;
+  LoopImportTarget target(&host_->loop());
+  PushKvSession session(&target);
   const auto start = std::chrono::steady_clock::now();
-  while (reader->Read(&msg)) {
-    if (!have_transfer) {
-      transfer = msg.transfer_id();
-      have_transfer = true;
-    } else if (msg.transfer_id() != transfer) {
-      (void)loop.AbortImport(transfer, "a push stream switched transfers");
-      metrics_->CountTransferFailure(TransferFailure::kAborted);
-      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "one PushKv stream carries one transfer");
-    }
-    if (msg.has_page()) {
-      const std::string& data = msg.page().data();
-      Status st =
-          loop.WritePage(transfer, msg.page().logical_page(),
-                         std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(data.data()), data.size()),
-                         msg.page().transfer_tag());
-      if (st.ok()) {
-        ++accepted;
-      } else if (st.code() == StatusCode::kFailedPrecondition) {
-        // The transfer has ended (a late write): refused and counted by the engine; nothing to commit.
-        return ToGrpc(st);
-      } else {
-        refused_tag = true;  // a wrong tag, index or size: the commit will refuse the transfer
-        TANDEM_LOG(Warning) << "transfer " << transfer << ": page " << msg.page().logical_page()
-                            << " refused: " << st.ToString();
-      }
-      continue;
-    }
-    if (msg.has_trailer()) {
-      response->set_pages_accepted(accepted);
-      Status st = loop.CommitImport(transfer, msg.trailer().first_token_id(), msg.trailer().digest());
-      if (!st.ok() && refused_tag) {
-        // A page refused for its tag never landed: the commit says "missing", the cause is the tag.
-        st = Status::DataLoss("transfer " + std::to_string(transfer) +
-                              ": a page carried a transfer tag not issued for it (" + st.message() + ")");
-      }
-      if (!st.ok()) {
-        metrics_->CountTransferFailure(refused_tag                          ? TransferFailure::kTagMismatch
-                                       : st.code() == StatusCode::kDataLoss ? TransferFailure::kDigestMismatch
-                                                                            : TransferFailure::kAborted);
-        TANDEM_LOG(Warning) << "transfer " << transfer << " refused at commit: " << st.ToString();
-        return ToGrpc(st);
-      }
-      metrics_->ObserveTransfer(
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-      return grpc::Status::OK;
+  v1::PushKvMessage msg;
+  std::optional<Status> done;
+  while (!done && reader->Read(&msg)) done = session.Apply(msg);
+  const Status result = done ? *done : session.End(ctx->IsCancelled());
+  response->set_pages_accepted(session.pages_accepted());
+  if (std::optional<ImportFailure> failure = session.failure()) {
+    switch (*failure) {
+      case ImportFailure::kTagMismatch: metrics_->CountTransferFailure(TransferFailure::kTagMismatch); break;
+      case ImportFailure::kDigestMismatch:
+        metrics_->CountTransferFailure(TransferFailure::kDigestMismatch);
+        break;
+      case ImportFailure::kAborted: metrics_->CountTransferFailure(TransferFailure::kAborted); break;
+      case ImportFailure::kPeerGone: metrics_->CountTransferFailure(TransferFailure::kPeerUnavailable); break;
     }
   }
-  if (have_transfer) {
-    const std::string why = ctx->IsCancelled() ? "the prefill agent cancelled the transfer"
-                                               : "the push stream ended before its trailer";
-    if (loop.AbortImport(transfer, why).ok()) {
-      metrics_->CountTransferFailure(ctx->IsCancelled() ? TransferFailure::kPeerUnavailable
-                                                        : TransferFailure::kAborted);
-    }
+  if (result.ok()) {
+    metrics_->ObserveTransfer(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   }
-  return grpc::Status(grpc::StatusCode::ABORTED, "the push stream ended before its trailer");
+  return ToGrpc(result);
 }
 
 }  // namespace tandem::agent

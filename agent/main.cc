@@ -122,7 +122,7 @@ Status ApplyFlag(const std::string& flag, const char* value, AgentConfig* c) {
     if (colon == nullptr || colon == value || colon[1] == '\0') {
       return Status::InvalidArgument("--api-key: expected KEY:TENANT");
     }
-    c->api_keys.push_back({std::string(value, colon), std::string(colon + 1)});
+    c->api_keys.push_back(tandem::agent::MakeApiKey(std::string_view(value, colon - value), colon + 1));
   } else if (flag == "--deployment") {
     c->deployment = value;
   } else if (flag == "--pool") {

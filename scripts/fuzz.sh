@@ -10,6 +10,10 @@
 #   openai_request      agent/openai/fuzz/openai_request_fuzz.cc    OpenAI request bodies, response builders
 #   watch_stream        controller/kube/fuzz/watch_stream_fuzz.cc   watch bodies: line framing, JSON watch events
 #   quantity            controller/reconcile/fuzz/quantity_fuzz.cc  Kubernetes resource quantities (kvCacheMemory)
+#   http_wire           agent/http/fuzz/http_wire_fuzz.cc           HTTP/1.1 request reader, response/SSE writer
+#   agent_config        agent/fuzz/agent_config_fuzz.cc             agent YAML config, API-key text
+#   cr_spec             tests/fuzz/cr_spec_fuzz.cc                  ModelDeployment/ModelPool specs -> plans -> agent configs
+#   kv_transfer         agent/fuzz/kv_transfer_fuzz.cc              KV transfer protobuf messages -> PushKv -> the engine's import
 # `seconds` is per target, so the total is seconds x targets. Exits non-zero when a target finds a
 # crash, a sanitizer report or a failed invariant (the reproducer is left in build-fuzz/).
 set -euo pipefail
@@ -23,15 +27,19 @@ command -v clang++ >/dev/null || { echo "fuzz: clang++ not found (scripts/instal
 fuzz_target() {
   local name="$1" seeds="$2" flags="$3"
   shift 3
-  local sources=("$@")
+  local sources=() libs=()
+  for arg in "$@"; do
+    if [[ "$arg" == -l* ]]; then libs+=("$arg"); else sources+=("$arg"); fi
+  done
   local binary="$out/${name}_fuzz" corpus="$out/corpus_$name"
   mkdir -p "$corpus"
   local newest
-  newest=$(ls -t "${sources[@]}" "$(dirname "${sources[0]}")"/../*.h engine/core/dtype.h common/status.h "$0" | head -1)
+  newest=$( (ls -t "${sources[@]}" "$(dirname "${sources[0]}")"/../*.h engine/core/dtype.h common/status.h "$0" \
+    2>/dev/null || true) | head -1)
   if [ ! -x "$binary" ] || [ "$newest" -nt "$binary" ]; then
     echo "fuzz: building $binary"
     clang++ -std=c++20 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
-      -I. "${sources[@]}" -o "$binary"
+      -I. -I"$out" "${sources[@]}" -o "$binary" "${libs[@]}"
   fi
   # New inputs go to build-fuzz/corpus_NAME; the committed seeds are only read. Progress lines go
   # to build-fuzz/NAME.log; the tail (final stats, or the crash report) is printed either way.
@@ -94,4 +102,37 @@ if [ "$only" = all ] || [ "$only" = quantity ]; then
   fuzz_target quantity controller/reconcile/fuzz/corpus "-dict=../controller/reconcile/fuzz/quantity.dict -max_len=8192" \
     controller/reconcile/fuzz/quantity_fuzz.cc controller/reconcile/deployment_spec.cc controller/reconcile/objects.cc \
     controller/reconcile/autoscale_policy.cc
+fi
+if [ "$only" = all ] || [ "$only" = http_wire ]; then
+  fuzz_target http_wire agent/http/fuzz/corpus "-dict=../agent/http/fuzz/http_wire.dict -max_len=4096" \
+    agent/http/fuzz/http_wire_fuzz.cc agent/http/request_reader.cc agent/http/response_writer.cc \
+    agent/http/socket_io.cc
+fi
+if [ "$only" = all ] || [ "$only" = agent_config ]; then
+  fuzz_target agent_config agent/fuzz/config_corpus "-dict=../agent/fuzz/agent_config.dict -max_len=4096" \
+    agent/fuzz/agent_config_fuzz.cc agent/config.cc -lyaml-cpp -lcrypto
+fi
+if [ "$only" = all ] || [ "$only" = cr_spec ]; then
+  fuzz_target cr_spec tests/fuzz/cr_corpus "-dict=../tests/fuzz/cr_spec.dict -max_len=8192" \
+    tests/fuzz/cr_spec_fuzz.cc controller/reconcile/deployment_spec.cc controller/reconcile/objects.cc \
+    controller/reconcile/autoscale_policy.cc controller/reconcile/deployment_plan.cc controller/reconcile/pool_plan.cc \
+    controller/reconcile/engine_config.cc controller/reconcile/pod_template.cc agent/config.cc -lyaml-cpp -lcrypto
+fi
+if [ "$only" = all ] || [ "$only" = kv_transfer ]; then
+  # The messages' C++ classes, generated here as CMake generates them for the agent.
+  mkdir -p "$out/proto"
+  if [ ! -f "$out/proto/tandem.pb.cc" ] || [ proto/tandem.proto -nt "$out/proto/tandem.pb.cc" ]; then
+    protoc --cpp_out="$out" proto/tandem.proto
+  fi
+  fuzz_target kv_transfer agent/fuzz/kv_transfer_corpus "-max_len=4096" \
+    agent/fuzz/kv_transfer_fuzz.cc agent/kv_import.cc "$out/proto/tandem.pb.cc" \
+    engine/runtime/engine.cc engine/runtime/engine_transfer.cc engine/runtime/hash_executor.cc \
+    engine/runtime/integrity_log.cc engine/runtime/output_processor.cc engine/runtime/sampler.cc \
+    engine/runtime/sampler_select.cc engine/runtime/scheduler.cc engine/kv/block_table.cc \
+    engine/kv/integrity_tracker.cc engine/kv/page_allocator.cc engine/kv/page_convert.cc engine/kv/page_pool.cc \
+    engine/kv/prefix_cache.cc engine/kv/transfer_ledger.cc engine/kv/transfer_tags.cc engine/formats/convert.cc \
+    engine/core/aligned_buffer.cc engine/core/cpu_features.cc engine/text/detokenizer.cc engine/text/tokenizer.cc engine/text/bpe_model.cc \
+    engine/text/byte_level.cc engine/text/hf_tokenizer_json.cc engine/text/pretokenizer.cc \
+    engine/text/tiktoken_file.cc engine/text/unicode.cc engine/text/unicode_tables.cc engine/io/strict_json.cc \
+    -lprotobuf
 fi

@@ -8,8 +8,10 @@
 #   4b. builds build-asan-ctl/ (common + controller only, ASan + UBSan at -O1) and runs the
 #      controller's unit, kube-sim integration and end-to-end tests;
 #   5. fuzzes the safetensors header, tool-call parsers, tokenizers, stop strings, OpenAI request
-#      bodies, Kubernetes watch streams and resource quantities, 30 s each
-#      (scripts/fuzz.sh, clang + libFuzzer).
+#      bodies, Kubernetes watch streams and resource quantities, the HTTP wire (request reader,
+#      response and SSE writer), the agent's YAML config and API-key text, ModelDeployment /
+#      ModelPool specs through to the agent configs they render, and the KV transfer's PushKv
+#      messages into a decode engine, 30 s each (scripts/fuzz.sh, clang + libFuzzer).
 #   6. closes with scripts/check_skips.py: the count, every skipped test by name, every suite
 #      configure left out; with CI=true an undeclared skip outside the gpu label (common/test_skip.h)
 #      or a missing suite fails (and a missing test dependency already fails configure).
@@ -61,7 +63,7 @@ bash scripts/build.sh build-asan-ctl -DTANDEM_CONTROLLER_ONLY=ON -DTANDEM_SANITI
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   TANDEM_E2E_DEPLOYMENTS=30 run_ctest build-asan-ctl -R '^(common_test|controller)'
 
-echo "== fuzz: safetensors header, tool-call parsers, tokenizers, stop strings, OpenAI requests, watch streams, Kubernetes quantities (libFuzzer, ASan + UBSan) =="
+echo "== fuzz: safetensors header, tool-call parsers, tokenizers, stop strings, OpenAI requests, watch streams, Kubernetes quantities, HTTP wire, agent config, CR specs, KV transfer (libFuzzer, ASan + UBSan) =="
 bash scripts/fuzz.sh 30
 
 if [ "$tsan" -eq 1 ]; then

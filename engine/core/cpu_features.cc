@@ -5,6 +5,10 @@
 #include <cstdlib>
 #include <thread>
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
+
 namespace tandem::engine {
 
 std::string CpuFeatures::ToString() const {
@@ -30,7 +34,8 @@ static CpuFeatures Detect() {
   __builtin_cpu_init();
   f.avx2 = __builtin_cpu_supports("avx2");
   f.fma = __builtin_cpu_supports("fma");
-  f.f16c = __builtin_cpu_supports("f16c");
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;  // CPUID.1:ECX.F16C (clang's builtin does not know "f16c")
+  f.f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & bit_F16C) != 0;
   f.avx512f = __builtin_cpu_supports("avx512f");
   f.avx512bw = __builtin_cpu_supports("avx512bw");
   f.avx512vnni = __builtin_cpu_supports("avx512vnni");

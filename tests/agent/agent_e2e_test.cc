@@ -287,7 +287,7 @@ TEST_F(FaultTest, HungTransferTimesOutIntoOneTerminalState) {
 
 TEST(AgentE2eTest, UnknownModelAuthAndBadBodies) {
   AgentConfig sc = BaseConfig(Role::kStandalone);
-  sc.api_keys = {{"k1", "tenant-a"}};
+  sc.api_keys = {MakeApiKey("k1", "tenant-a")};
   sc.max_body_bytes = 4096;
   auto a = Agent::Start(sc);
   ASSERT_TRUE(a.ok()) << a.status().ToString();

@@ -164,7 +164,8 @@ class Bf16KvModel(rm.Model):
 
 class Fp8KvModel(Bf16KvModel):
     """The cache as an FP8 e4m3 page pool holds it: per layer one scale, max|bf16 latent| / 448 over the
-    first batch written (the whole prefill), stored e4m3(bf16(x) / scale), read back bf16(code * scale).
+    first batch written (the whole prefill), stored e4m3(bf16(x) / scale), read back code * scale in float32
+    (the attention kernels read the codes in place and fold the scale in; nothing is rounded to BF16).
     DSA indexer keys: one fp32 scale per token row, s = max|k| / 448 (1 for a zero row), stored
     e4m3(k * (1 / s)) from the float32 keys, read back code * s in float32 (PagePool::WriteIndexKeys)."""
 
@@ -192,7 +193,7 @@ class Fp8KvModel(Bf16KvModel):
     def store(self, layer, x):
         scale = self.scales[layer]
         codes = e4m3_round(bf16_round(x).astype(np.float32) * (np.float32(1.0) / scale))
-        return bf16_round(codes * scale)
+        return (codes * scale).astype(np.float64)
 
 
 def teacher_forced(model, prompts, decode_tokens):
