@@ -257,6 +257,7 @@ Agent::~Agent() { Shutdown(0); }
 
 StatusOr<std::unique_ptr<Agent>> Agent::Start(const AgentConfig& config) {
   RETURN_IF_ERROR(ValidateAgentConfig(config));
+  RETURN_IF_ERROR(CheckTransportFiles(TransportOf(config)));
   auto impl = std::make_unique<Impl>();
   Impl& a = *impl;
   a.config = config;
@@ -318,7 +319,7 @@ StatusOr<std::unique_ptr<Agent>> Agent::Start(const AgentConfig& config) {
     grpc::ServerBuilder builder;
     ConfigureServerBuilder(&builder);
     builder.AddListeningPort(config.listen_host + ":" + std::to_string(config.grpc_port),
-                             grpc::InsecureServerCredentials(), &a.grpc_port);
+                             ServerCredentialsFor(TransportOf(config)), &a.grpc_port);
     if (a.prefill) builder.RegisterService(a.prefill.get());
     if (a.decode) builder.RegisterService(a.decode.get());
     builder.RegisterService(a.status.get());

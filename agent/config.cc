@@ -221,6 +221,15 @@ Status ParseAuth(const YAML::Node& n, AgentConfig* c) {
   return Status::Ok();
 }
 
+Status ParseTls(const YAML::Node& n, AgentConfig* c) {
+  RETURN_IF_ERROR(CheckKeys(n, "tls", {"certFile", "keyFile", "caFile", "serverName", "refreshSeconds"}));
+  RETURN_IF_ERROR(ReadString(n, "tls", "certFile", &c->tls_cert_file));
+  RETURN_IF_ERROR(ReadString(n, "tls", "keyFile", &c->tls_key_file));
+  RETURN_IF_ERROR(ReadString(n, "tls", "caFile", &c->tls_ca_file));
+  RETURN_IF_ERROR(ReadString(n, "tls", "serverName", &c->tls_server_name));
+  return ReadUint(n, "tls", "refreshSeconds", 1, 86'400, &c->tls_refresh_s);
+}
+
 Status ParseRouter(const YAML::Node& n, AgentConfig* c) {
   RETURN_IF_ERROR(CheckKeys(n, "router",
                             {"prefill", "decode", "prefillService", "decodeService", "prefillMembersFile",
@@ -238,7 +247,7 @@ Status ParseRoot(const YAML::Node& root, AgentConfig* c) {
   if (!root || root.IsNull()) return Status::Ok();  // an empty file: all defaults
   RETURN_IF_ERROR(CheckKeys(root, "",
                             {"role", "deployment", "pool", "listen", "model", "kvCache", "integrity",
-                             "engine", "api", "auth", "router", "shutdownGraceMs"}));
+                             "engine", "api", "auth", "tls", "router", "shutdownGraceMs"}));
   std::string role(RoleName(c->role));
   RETURN_IF_ERROR(ReadString(root, "", "role", &role));
   StatusOr<Role> r = ParseRole(role);
@@ -254,6 +263,7 @@ Status ParseRoot(const YAML::Node& root, AgentConfig* c) {
   if (YAML::Node n = root["engine"]) RETURN_IF_ERROR(ParseEngine(n, c));
   if (YAML::Node n = root["api"]) RETURN_IF_ERROR(ParseApi(n, c));
   if (YAML::Node n = root["auth"]) RETURN_IF_ERROR(ParseAuth(n, c));
+  if (YAML::Node n = root["tls"]) RETURN_IF_ERROR(ParseTls(n, c));
   if (YAML::Node n = root["router"]) RETURN_IF_ERROR(ParseRouter(n, c));
   return ReadUint(root, "", "shutdownGraceMs", 0, 3'600'000, &c->shutdown_grace_ms);
 }
@@ -291,6 +301,14 @@ Status ValidateAgentConfig(const AgentConfig& c) {
   }
   if (c.deployment.empty() || c.pool.empty()) {
     return Status::InvalidArgument("deployment and pool must not be empty (they label every metric)");
+  }
+  const int tls_files = !c.tls_cert_file.empty() + !c.tls_key_file.empty() + !c.tls_ca_file.empty();
+  if (tls_files != 0 && tls_files != 3) {
+    return Status::InvalidArgument(
+        "tls: certFile, keyFile and caFile go together (mutual TLS needs all three)");
+  }
+  if (tls_files == 0 && !c.tls_server_name.empty()) {
+    return Status::InvalidArgument("tls.serverName: set without certFile, keyFile and caFile");
   }
   if (c.role == Role::kRouter) {
     if (c.prefill_endpoints.empty() && c.prefill_service.empty() && c.prefill_members_file.empty()) {

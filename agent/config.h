@@ -86,6 +86,19 @@ struct AgentConfig {
   std::vector<ApiKey> api_keys;
   std::string api_key_file;
 
+  // tls: mutual TLS on the gRPC port and on every agent-to-agent call (router -> prefill and
+  // decode, prefill -> decode). PEM files: this agent's certificate chain and key, and the CA
+  // bundle its peers' certificates must chain to; all three re-read every tls_refresh_s, so a
+  // rotated Secret takes effect without a restart. Set, the gRPC port refuses plaintext and any
+  // peer without a certificate from that CA, and calls refuse servers likewise. tls_server_name:
+  // the name (a DNS SAN) every agent's certificate carries and callers check, whatever address
+  // they dialed ("": the dialed host). None set: plaintext (a single host, or a trusted network).
+  std::string tls_cert_file;
+  std::string tls_key_file;
+  std::string tls_ca_file;
+  std::string tls_server_name;
+  uint64_t tls_refresh_s = 60;
+
   // router: pool members as host:port (static lists), a headless Service's DNS name with the
   // gRPC port (re-resolved every refresh_ms), or a file of host:port lines (re-read every
   // refresh_ms: what a deployment without DNS discovery, or a test, scales a pool by). The

@@ -176,6 +176,27 @@ TEST(AgentConfigTest, ServingErrorsNameTheField) {
   }
 }
 
+TEST(AgentConfigTest, TlsFilesGoTogether) {
+  StatusOr<AgentConfig> c = ParseAgentConfig(
+      "model: {path: x}\ntls: {certFile: /t/tls.crt, keyFile: /t/tls.key, caFile: /t/ca.crt, serverName: "
+      "tandem-agent, "
+      "refreshSeconds: 5}\n");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->tls_cert_file, "/t/tls.crt");
+  EXPECT_EQ(c->tls_key_file, "/t/tls.key");
+  EXPECT_EQ(c->tls_ca_file, "/t/ca.crt");
+  EXPECT_EQ(c->tls_server_name, "tandem-agent");
+  EXPECT_EQ(c->tls_refresh_s, 5u);
+  for (const char* bad :
+       {"model: {path: x}\ntls: {certFile: a, keyFile: b}\n", "model: {path: x}\ntls: {serverName: n}\n",
+        "model: {path: x}\ntls: {certFile: a, keyFile: b, caFile: c, refreshSeconds: 0}\n",
+        "model: {path: x}\ntls: {certFile: a, keyFile: b, caFile: c, ca: d}\n"}) {
+    StatusOr<AgentConfig> r = ParseAgentConfig(bad);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.status().message().rfind("tls", 0), 0u) << r.status().ToString();
+  }
+}
+
 TEST(AgentConfigTest, ApiKeyText) {
   StatusOr<std::vector<ApiKey>> keys = ParseApiKeyText("# keys\nk1 bank\n\nk2\n");
   ASSERT_TRUE(keys.ok()) << keys.status().ToString();

@@ -45,6 +45,8 @@ void Usage(FILE* out) {
       "  --prefill-members-file F --decode-members-file F   router: host:port lines, re-read\n"
       "  --refresh-ms N           router: member poll period (default 500)\n"
       "  --api-key KEY:TENANT     accept this API key (repeatable)\n"
+      "  --tls-cert F --tls-key F --tls-ca F   mutual TLS on gRPC (PEM files, re-read on rotation)\n"
+      "  --tls-server-name NAME   the name peers' certificates carry (default: the dialed host)\n"
       "  --deployment NAME --pool NAME            metric labels\n"
       "  --transfer-timeout-ms N  --shutdown-grace-ms N\n"
       "  --no-page-tags           integrity off (page tags are on by default)\n"
@@ -123,6 +125,14 @@ Status ApplyFlag(const std::string& flag, const char* value, AgentConfig* c) {
       return Status::InvalidArgument("--api-key: expected KEY:TENANT");
     }
     c->api_keys.push_back(tandem::agent::MakeApiKey(std::string_view(value, colon - value), colon + 1));
+  } else if (flag == "--tls-cert") {
+    c->tls_cert_file = value;
+  } else if (flag == "--tls-key") {
+    c->tls_key_file = value;
+  } else if (flag == "--tls-ca") {
+    c->tls_ca_file = value;
+  } else if (flag == "--tls-server-name") {
+    c->tls_server_name = value;
   } else if (flag == "--deployment") {
     c->deployment = value;
   } else if (flag == "--pool") {

@@ -28,6 +28,7 @@ PrefillService::PrefillService(EngineHost* host, metrics::AgentMetrics* metrics,
       metrics_(metrics),
       transfer_timeout_ms_(static_cast<int64_t>(config.transfer_timeout_ms)),
       fault_injection_(config.fault_injection),
+      channels_(TransportOf(config)),
       blocks_(kRecordedBlocks) {}
 
 StatusOr<runtime::RequestOutput> PrefillService::WaitFirstToken(grpc::ServerContext* ctx,

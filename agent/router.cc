@@ -261,7 +261,7 @@ StatusOr<std::vector<std::string>> ReadMembersFile(const std::string& path) {
 }
 
 Router::Router(const AgentConfig& config, metrics::AgentMetrics* metrics)
-    : config_(config), metrics_(metrics) {}
+    : config_(config), metrics_(metrics), channels_(TransportOf(config)) {}
 
 StatusOr<std::unique_ptr<Router>> Router::Start(const AgentConfig& config, metrics::AgentMetrics* metrics) {
   std::unique_ptr<Router> router(new Router(config, metrics));

@@ -187,6 +187,21 @@ def integrity():
                default={})
 
 
+def tls():
+    return obj("Mutual TLS between the agents (every gRPC hop: router to prefill and decode, "
+               "prefill to decode). The Secret is a kubernetes.io/tls Secret with tls.crt, tls.key "
+               "and ca.crt (what cert-manager issues), mounted read-only in every agent pod and "
+               "re-read when it rotates; agents then refuse plaintext and peers whose certificate "
+               "another CA signed. Unset: plaintext between the agents.",
+               {"secretName": string("The Secret with tls.crt, tls.key and ca.crt.", minLength=1,
+                                     maxLength=253, pattern=DNS_SUBDOMAIN_PATTERN),
+                "serverName": string("The DNS name (SAN) every agent certificate carries; callers "
+                                     "check it whatever pod address they dial.",
+                                     default="tandem-agent", minLength=1, maxLength=253,
+                                     pattern=DNS_SUBDOMAIN_PATTERN)},
+               required=["secretName"])
+
+
 def image_fields():
     return {
         "image": string("tandem-agent container image; the controller's --agent-image when "
@@ -325,6 +340,7 @@ def model_deployment():
          "prefill": pool_spec("The prefill pool (ModelPool <name>-prefill)."),
          "decode": pool_spec("The decode pool (ModelPool <name>-decode)."),
          "integrity": integrity(),
+         "tls": tls(),
          "rollout": rollout(),
          "gpuBudget": int32("GPUs both pools may hold together (replicas x GPUs per pod, "
                             "summed): the built-in autoscaler adds no replica past it. Unset: "
@@ -383,6 +399,7 @@ def model_pool():
          **fields,
          "model": model(),
          "integrity": integrity(),
+         "tls": tls(),
          **image_fields()},
         required=["deploymentName", "role", "model"],
         rules=[POOL_AUTOSCALING_RULE])

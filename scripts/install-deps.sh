@@ -16,6 +16,8 @@ PACKAGES=(
   # agent, controller, tools (ARCHITECTURE.md dependency table)
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libyaml-cpp-dev libboost-dev prometheus-cpp-dev libssl-dev
+  # tests/agent/agent_tls_test: the openssl command makes its CAs and certificates
+  openssl
   # engine (header-only)
   nlohmann-json3-dev
   # tests and benchmarks

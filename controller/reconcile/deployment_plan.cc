@@ -17,7 +17,7 @@ json Metadata(const DeploymentSpec& s, const json& mdep, std::string name, std::
 // defaults them the same way on both kinds).
 json CommonPoolSpec(const json& spec) {
   json out = json::object();
-  for (const char* key : {"model", "integrity", "image", "imagePullPolicy", "imagePullSecrets"}) {
+  for (const char* key : {"model", "integrity", "tls", "image", "imagePullPolicy", "imagePullSecrets"}) {
     if (auto it = spec.find(key); it != spec.end() && !it->is_null()) out[key] = *it;
   }
   return out;

@@ -129,6 +129,54 @@ TEST(PlanDeployment, RouterReferencesTheApiKeySecretWithoutCopyingIt) {
   EXPECT_EQ(Contains(router["spec"]["template"]["metadata"]["labels"], service["spec"]["selector"]), true);
 }
 
+// spec.tls: the Secret (tls.crt, tls.key, ca.crt) is mounted read-only in the router and in both
+// pools' pods (through the ModelPools), never copied, and every agent config points at it.
+TEST(PlanDeployment, TlsSecretReachesEveryAgentPodAndConfig) {
+  json mdep = TinyCpu();
+  mdep["spec"]["tls"] = {{"secretName", "agents-mtls"}};
+  StatusOr<DeploymentPlan> plan = PlanDeployment(mdep);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  for (const DesiredObject& d : plan->children) EXPECT_NE(d.object["kind"], "Secret");
+  const json tls_config = {{"certFile", "/etc/tandem-tls/tls.crt"},
+                           {"keyFile", "/etc/tandem-tls/tls.key"},
+                           {"caFile", "/etc/tandem-tls/ca.crt"},
+                           {"serverName", "tandem-agent"}};
+  const json& data = Child(*plan, "ConfigMap", "tiny-cpu-config")["data"];
+  for (const char* key : {"prefill.yaml", "decode.yaml", "router.yaml"}) {
+    EXPECT_EQ(json::parse(data[key].get<std::string>())["tls"], tls_config) << key;
+  }
+  auto expect_mounted = [](const json& pod_spec, const std::string& what) {
+    bool volume = false, mount = false;
+    for (const json& v : pod_spec["volumes"]) {
+      volume = volume || (v["name"] == "tls" && v["secret"]["secretName"] == "agents-mtls");
+    }
+    for (const json& m : pod_spec["containers"][0]["volumeMounts"]) {
+      mount = mount || (m["name"] == "tls" && m["mountPath"] == "/etc/tandem-tls" && m["readOnly"] == true);
+    }
+    EXPECT_TRUE(volume && mount) << what;
+  };
+  expect_mounted(Child(*plan, "Deployment", "tiny-cpu-router")["spec"]["template"]["spec"], "router");
+  for (const char* role : {"prefill", "decode"}) {
+    json pool = Child(*plan, "ModelPool", std::string("tiny-cpu-") + role);
+    EXPECT_EQ(pool["spec"]["tls"], mdep["spec"]["tls"]);
+    pool["metadata"]["uid"] = "uid-pool";
+    StatusOr<PoolPlan> pool_plan = PlanPool(pool);
+    ASSERT_TRUE(pool_plan.ok()) << pool_plan.status().ToString();
+    EXPECT_EQ(pool_plan->spec.common.tls_secret, "agents-mtls");
+    for (const DesiredObject& d : pool_plan->children) {
+      if (d.object["kind"] == "StatefulSet") expect_mounted(d.object["spec"]["template"]["spec"], role);
+    }
+  }
+  // Without spec.tls nothing is mounted and the configs have no tls block.
+  StatusOr<DeploymentPlan> plain = PlanDeployment(TinyCpu());
+  ASSERT_TRUE(plain.ok());
+  EXPECT_FALSE(
+      json::parse(Child(*plain, "ConfigMap", "tiny-cpu-config")["data"]["decode.yaml"].get<std::string>())
+          .contains("tls"));
+  mdep["spec"]["tls"] = {{"serverName", "x"}};
+  EXPECT_NE(PlanDeployment(mdep).status().message().find("spec.tls.secretName"), std::string::npos);
+}
+
 TEST(PlanDeployment, AutoscaledPoolReplicasAreSetOnlyAtCreation) {
   json mdep = TinyCpu();
   mdep["spec"]["decode"]["autoscaling"] = {{"enabled", true}, {"minReplicas", 1}, {"maxReplicas", 4}};

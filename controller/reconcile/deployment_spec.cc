@@ -228,6 +228,12 @@ void ReadCommon(FieldReader& r, const PlanOptions& options, CommonSpec* out) {
       r.Fail("spec.model.path: must lie under spec.model.volume.mountPath (" + mount + ")");
     }
   }
+  if (r.Object("/spec/tls") != nullptr) {
+    out->tls_secret = r.String("/spec/tls/secretName", "");
+    out->tls_server_name = r.String("/spec/tls/serverName", out->tls_server_name);
+    if (out->tls_secret.empty()) r.Fail("spec.tls.secretName: missing");
+    if (out->tls_server_name.empty()) r.Fail("spec.tls.serverName: empty");
+  }
   out->page_tags = r.Bool("/spec/integrity/pageTags", true);
   out->transfer_checksum = r.Bool("/spec/integrity/transferChecksum", true);
   out->image = r.String("/spec/image", options.default_image);

@@ -31,6 +31,10 @@ struct CommonSpec {
   std::string image;                        // resolved: the spec's, else PlanOptions::default_image
   std::string image_pull_policy;            // "" : the cluster default
   json image_pull_secrets = json::array();  // [{name}], referenced, never copied
+  // spec.tls: mutual TLS between the agents from a kubernetes.io/tls Secret (tls.crt, tls.key,
+  // ca.crt) mounted in every agent pod; "" : plaintext. The certificates carry tls_server_name.
+  std::string tls_secret;
+  std::string tls_server_name = "tandem-agent";
 };
 
 struct PoolSpec {

@@ -15,7 +15,7 @@ json ModelBlock(const CommonSpec& common) {
 
 json Base(std::string_view deployment, std::string_view role, const CommonSpec& common, int64_t http_port,
           int64_t termination_grace_seconds) {
-  return json{
+  json config = json{
       {"role", role},
       {"deployment", deployment},
       {"pool", role},
@@ -29,6 +29,14 @@ json Base(std::string_view deployment, std::string_view role, const CommonSpec& 
       // The drain (preStop GET /drain, then SIGTERM) ends before the kubelet's SIGKILL.
       {"shutdownGraceMs", (termination_grace_seconds - kDrainMarginSeconds) * 1000},
   };
+  if (!common.tls_secret.empty()) {
+    const std::string dir(kTlsMountPath);
+    config["tls"] = {{"certFile", dir + "/tls.crt"},
+                     {"keyFile", dir + "/tls.key"},
+                     {"caFile", dir + "/ca.crt"},
+                     {"serverName", common.tls_server_name}};
+  }
+  return config;
 }
 
 }  // namespace

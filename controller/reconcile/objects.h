@@ -32,6 +32,8 @@ inline constexpr int kHttpPort = 8000;
 inline constexpr int kGrpcPort = 50051;
 inline constexpr int kMetricsPort = 9400;
 inline constexpr std::string_view kConfigMountPath = "/etc/tandem";
+// Where spec.tls's Secret is mounted in agent pods (tls.crt, tls.key, ca.crt).
+inline constexpr std::string_view kTlsMountPath = "/etc/tandem-tls";
 // Pod termination: the preStop hook drains the agent (GET /drain on the metrics port) for the
 // grace period less kDrainMarginSeconds, which is left for its servers to stop after SIGTERM.
 inline constexpr int64_t kDefaultTerminationGraceSeconds = 60;

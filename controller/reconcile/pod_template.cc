@@ -62,6 +62,11 @@ json AgentPodTemplate(const AgentPod& pod) {
     volumes.push_back(volume);
     mounts.push_back({{"name", "model"}, {"mountPath", common.mount_path}, {"readOnly", true}});
   }
+  if (!common.tls_secret.empty()) {
+    // The kubelet swaps the files when the Secret rotates; the agent re-reads them.
+    volumes.push_back({{"name", "tls"}, {"secret", {{"secretName", common.tls_secret}}}});
+    mounts.push_back({{"name", "tls"}, {"mountPath", kTlsMountPath}, {"readOnly", true}});
+  }
   if (pod.gpus > 1) {
     // NCCL between the tensor-parallel ranks needs more shared memory than the 64Mi default.
     volumes.push_back({{"name", "dshm"}, {"emptyDir", {{"medium", "Memory"}}}});
