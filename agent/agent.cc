@@ -174,7 +174,7 @@ struct Agent::Impl {
 
   // The router's in-flight requests and the members it polled last.
   void UpdateRouterMetrics() {
-    metrics->SetRequests(router->in_flight(), 0);
+    metrics->SetRequests(router->in_flight(), api ? api->admission().counters().queued : 0);
     auto count = [&](metrics::MemberPool pool, const std::vector<MemberStatus>& members) {
       const int64_t ready =
           std::count_if(members.begin(), members.end(), [](const MemberStatus& m) { return m.healthy; });
@@ -269,6 +269,10 @@ StatusOr<std::unique_ptr<Agent>> Agent::Start(const AgentConfig& config) {
   api.model_name = ServedModelName(config);
   api.default_max_tokens = config.default_max_tokens;
   api.max_inflight = config.max_inflight;
+  api.admission.tenant_max_inflight = static_cast<int64_t>(config.tenant_max_inflight);
+  api.admission.max_queued_per_tenant = static_cast<int64_t>(config.max_queued_per_tenant);
+  api.admission.queue_timeout_ms = static_cast<int64_t>(config.queue_timeout_ms);
+  api.admission.weights = config.tenant_weights;
   api.api_keys = config.api_keys;
   api.fault_injection = config.fault_injection;
   api.metrics = a.metrics.get();

@@ -127,7 +127,26 @@ ApiError ErrorFor(const Status& status) {
   }
 }
 
-ApiServer::ApiServer(ApiServerOptions options) : options_(std::move(options)) {}
+namespace {
+// The backend's stream, holding its admission slot until the request is over.
+class AdmittedStream final : public GenerationStream {
+ public:
+  AdmittedStream(std::unique_ptr<GenerationStream> inner, Admission::Ticket ticket)
+      : inner_(std::move(inner)), ticket_(std::move(ticket)) {}
+  StatusOr<std::optional<StreamEvent>> Next(int64_t timeout_ms) override { return inner_->Next(timeout_ms); }
+  void Cancel() override { inner_->Cancel(); }
+  int64_t cached_tokens() const override { return inner_->cached_tokens(); }
+
+ private:
+  std::unique_ptr<GenerationStream> inner_;
+  Admission::Ticket ticket_;  // released after inner_ is gone (members die in reverse order)
+};
+}  // namespace
+
+ApiServer::ApiServer(ApiServerOptions options) : options_(std::move(options)) {
+  options_.admission.max_inflight = static_cast<int64_t>(options_.max_inflight);
+  admission_ = std::make_unique<Admission>(options_.admission);
+}
 
 std::string ApiServer::NewId(std::string_view prefix) {
   thread_local std::mt19937_64 rng(std::random_device{}() ^
@@ -212,11 +231,6 @@ std::unique_ptr<GenerationStream> ApiServer::StartOrAnswer(GenerateCall& call,
     SendError(writer, Error(503, "server_error", "the server is shutting down"));
     return nullptr;
   }
-  if (static_cast<uint64_t>(options_.backend->in_flight()) >= options_.max_inflight) {
-    SendError(writer, Error(429, "rate_limit_error", "too many requests in flight; retry shortly"),
-              {{"Retry-After", "1"}});
-    return nullptr;
-  }
   if (options_.max_context_tokens > 0 &&
       static_cast<int64_t>(call.prompt.size()) + call.params.max_tokens > options_.max_context_tokens) {
     SendError(writer,
@@ -225,6 +239,15 @@ std::unique_ptr<GenerationStream> ApiServer::StartOrAnswer(GenerateCall& call,
                         std::to_string(call.params.max_tokens) + ") exceed the model's context of " +
                         std::to_string(options_.max_context_tokens) + " tokens",
                     "max_tokens", "context_length_exceeded"));
+    return nullptr;
+  }
+  StatusOr<Admission::Ticket> ticket = admission_->Acquire(tenant, call.cancelled);
+  if (!ticket.ok()) {
+    if (ticket.status().code() == StatusCode::kResourceExhausted) {
+      SendError(writer, Error(429, "rate_limit_error", ticket.status().message()), {{"Retry-After", "1"}});
+    } else {
+      SendError(writer, ErrorFor(ticket.status()));  // the client left while it waited
+    }
     return nullptr;
   }
   StatusOr<std::unique_ptr<GenerationStream>> stream = options_.backend->Start(call);
@@ -240,7 +263,7 @@ std::unique_ptr<GenerationStream> ApiServer::StartOrAnswer(GenerateCall& call,
     SendError(writer, e, extra);
     return nullptr;
   }
-  return std::move(*stream);
+  return std::make_unique<AdmittedStream>(std::move(*stream), std::move(*ticket));
 }
 
 void ApiServer::Chat(const http::HttpRequest& request, const std::string& tenant,

@@ -6,7 +6,8 @@
 // Requests are authenticated by API key (Authorization: Bearer KEY) when keys are configured;
 // the key's tenant, never anything in the body, salts prefix-cache sharing. Errors use OpenAI's
 // JSON shape: 400 (bad body, named field), 401, 404 (unknown model or path), 405, 413 (the HTTP
-// server), 429 with Retry-After (max_inflight reached, or no pages), 503 (no ready pool, draining).
+// server), 429 with Retry-After (no slot: the tenant's queue is full or its wait timed out, see
+// admission.h; or no pages), 503 (no ready pool, draining).
 // A client that goes away cancels its request (GenerationStream::Cancel) within one poll (20 ms).
 
 #include <cstdint>
@@ -15,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "agent/admission.h"
 #include "agent/config.h"
 #include "agent/generation.h"
 #include "agent/http/http_server.h"
@@ -35,7 +37,8 @@ struct ApiServerOptions {
   const engine::text::Tokenizer* tokenizer = nullptr;  // nullptr: only token-id completions work
   int64_t max_context_tokens = 0;                      // prompt + max_tokens must fit (0: unchecked)
   int32_t default_max_tokens = 256;
-  uint64_t max_inflight = 256;
+  uint64_t max_inflight = 256;               // admission.max_inflight is set from it
+  AdmissionOptions admission;                // per-tenant caps, queues and weights (admission.h)
   std::vector<ApiKey> api_keys;              // empty: no authentication, tenant "default"
   bool fault_injection = false;              // honour x-tandem-fault (tests only)
   bool count_finished = false;               // the router counts finishes itself (no engine to count them)
@@ -64,6 +67,10 @@ class ApiServer {
   std::string NewId(std::string_view prefix);
 
   ApiServerOptions options_;
+  std::unique_ptr<Admission> admission_;
+
+ public:
+  const Admission& admission() const { return *admission_; }
 };
 
 // Sends OpenAI's error body with `error.status`.

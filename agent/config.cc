@@ -184,14 +184,30 @@ Status ParseEngine(const YAML::Node& n, AgentConfig* c) {
 }
 
 Status ParseApi(const YAML::Node& n, AgentConfig* c) {
-  RETURN_IF_ERROR(
-      CheckKeys(n, "api", {"defaultMaxTokens", "maxBodyBytes", "headerTimeoutMs", "maxInflight"}));
+  RETURN_IF_ERROR(CheckKeys(n, "api",
+                            {"defaultMaxTokens", "maxBodyBytes", "headerTimeoutMs", "maxInflight",
+                             "tenantMaxInflight", "maxQueuedPerTenant", "queueTimeoutMs", "tenantWeights"}));
   uint64_t max_tokens = static_cast<uint64_t>(c->default_max_tokens);
   RETURN_IF_ERROR(ReadUint(n, "api", "defaultMaxTokens", 1, 1u << 20, &max_tokens));
   c->default_max_tokens = static_cast<int32_t>(max_tokens);
   RETURN_IF_ERROR(ReadUint(n, "api", "maxBodyBytes", 1024, 1ull << 30, &c->max_body_bytes));
   RETURN_IF_ERROR(ReadUint(n, "api", "headerTimeoutMs", 1, 600'000, &c->header_timeout_ms));
-  return ReadUint(n, "api", "maxInflight", 1, 1u << 20, &c->max_inflight);
+  RETURN_IF_ERROR(ReadUint(n, "api", "maxInflight", 1, 1u << 20, &c->max_inflight));
+  RETURN_IF_ERROR(ReadUint(n, "api", "tenantMaxInflight", 0, 1u << 20, &c->tenant_max_inflight));
+  RETURN_IF_ERROR(ReadUint(n, "api", "maxQueuedPerTenant", 0, 1u << 20, &c->max_queued_per_tenant));
+  RETURN_IF_ERROR(ReadUint(n, "api", "queueTimeoutMs", 0, 600'000, &c->queue_timeout_ms));
+  if (YAML::Node w = n["tenantWeights"]) {
+    if (!w.IsMap()) return Status::InvalidArgument("api.tenantWeights: must be a mapping of tenant: weight");
+    for (const auto& kv : w) {
+      const std::string tenant = kv.first.as<std::string>();
+      uint64_t weight = 1;
+      YAML::Node holder;
+      holder[tenant] = kv.second;
+      RETURN_IF_ERROR(ReadUint(holder, "api.tenantWeights", tenant.c_str(), 1, 1000, &weight));
+      c->tenant_weights[tenant] = static_cast<int64_t>(weight);
+    }
+  }
+  return Status::Ok();
 }
 
 Status ParseAuth(const YAML::Node& n, AgentConfig* c) {

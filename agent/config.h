@@ -4,6 +4,7 @@
 
 #include <array>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -79,7 +80,14 @@ struct AgentConfig {
   int32_t default_max_tokens = 256;
   uint64_t max_body_bytes = 8u << 20;
   uint64_t header_timeout_ms = 10'000;
-  uint64_t max_inflight = 256;  // requests at once; more get 429 with Retry-After
+  uint64_t max_inflight = 256;  // requests at once, all tenants; more wait in their tenant's queue
+  // Fairness between tenants (admission.h): the slots one tenant may hold (0: all), how many of its
+  // requests may wait for a slot and for how long (beyond either: 429 with Retry-After), and
+  // weights (a freed slot goes to the waiting tenant with the fewest slots per unit of weight).
+  uint64_t tenant_max_inflight = 0;
+  uint64_t max_queued_per_tenant = 64;
+  uint64_t queue_timeout_ms = 10'000;
+  std::map<std::string, int64_t> tenant_weights;
 
   // auth: API keys (inline {key|sha256, tenant}, or a file of "KEY TENANT" lines), kept as
   // SHA-256 digests. None: no authentication, and every request belongs to the tenant "default".

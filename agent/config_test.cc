@@ -176,6 +176,27 @@ TEST(AgentConfigTest, ServingErrorsNameTheField) {
   }
 }
 
+TEST(AgentConfigTest, TenantAdmissionSettings) {
+  StatusOr<AgentConfig> c = ParseAgentConfig(
+      "model: {path: x}\napi: {maxInflight: 8, tenantMaxInflight: 4, maxQueuedPerTenant: 2, queueTimeoutMs: "
+      "500, "
+      "tenantWeights: {bank-a: 3, clinic: 1}}\n");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->tenant_max_inflight, 4u);
+  EXPECT_EQ(c->max_queued_per_tenant, 2u);
+  EXPECT_EQ(c->queue_timeout_ms, 500u);
+  EXPECT_EQ(c->tenant_weights.at("bank-a"), 3);
+  EXPECT_EQ(c->tenant_weights.at("clinic"), 1);
+  for (const char* bad :
+       {"model: {path: x}\napi: {tenantWeights: [a]}\n", "model: {path: x}\napi: {tenantWeights: {a: 0}}\n",
+        "model: {path: x}\napi: {tenantWeights: {a: x}}\n",
+        "model: {path: x}\napi: {queueTimeoutMs: -1}\n"}) {
+    StatusOr<AgentConfig> r = ParseAgentConfig(bad);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.status().message().rfind("api.", 0), 0u) << r.status().ToString();
+  }
+}
+
 TEST(AgentConfigTest, TlsFilesGoTogether) {
   StatusOr<AgentConfig> c = ParseAgentConfig(
       "model: {path: x}\ntls: {certFile: /t/tls.crt, keyFile: /t/tls.key, caFile: /t/ca.crt, serverName: "

@@ -341,6 +341,37 @@ TEST(AgentE2eTest, WedgedEngineTurnsNotReady) {
   EXPECT_TRUE(WaitReady(*agent, std::chrono::seconds(10)));
 }
 
+// Per-tenant admission through the API: with tenant a at its cap (one slot, no queue), a's next
+// request is shed at once with 429 + Retry-After while tenant b is still admitted.
+TEST(AgentE2eTest, ATenantAtItsCapIsShedWhileAnotherIsAdmitted) {
+  AgentConfig sc = BaseConfig(Role::kStandalone);
+  sc.api_keys = {MakeApiKey("ka", "a"), MakeApiKey("kb", "b")};
+  sc.max_inflight = 2;
+  sc.tenant_max_inflight = 1;
+  sc.max_queued_per_tenant = 0;
+  auto started = Agent::Start(sc);
+  ASSERT_TRUE(started.ok()) << started.status().ToString();
+  Agent* agent = started->get();
+  ASSERT_TRUE(WaitReady(*agent));
+  const std::pair<std::string, std::string> key_a{"Authorization", "Bearer ka"},
+      key_b{"Authorization", "Bearer kb"};
+  // a's first request holds its slot for ~3 s (the engine stalls in its first output).
+  auto held = std::async(std::launch::async, [&] {
+    return Post(*agent, "/v1/completions", CompletionBody("hold the slot", 2),
+                {key_a, {"x-tandem-fault", "wedge"}});
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  HttpResponse shed = Post(*agent, "/v1/completions", CompletionBody("one more", 2), {key_a});
+  EXPECT_EQ(shed.status, 429) << shed.body;
+  EXPECT_NE(shed.headers.find("Retry-After: 1"), std::string::npos) << shed.headers;
+  EXPECT_NE(shed.body.find("rate_limit_error"), std::string::npos) << shed.body;
+  HttpResponse other = Post(*agent, "/v1/completions", CompletionBody("another tenant", 2), {key_b});
+  EXPECT_EQ(other.status, 200) << other.body;
+  EXPECT_EQ(held.get().status, 200);
+  // The slot came back: a is admitted again.
+  EXPECT_EQ(Post(*agent, "/v1/completions", CompletionBody("again", 2), {key_a}).status, 200);
+}
+
 TEST(AgentE2eTest, DrainLetsInFlightRequestsFinish) {
   AgentConfig sc = BaseConfig(Role::kStandalone);
   auto a = Agent::Start(sc);
