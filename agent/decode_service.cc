@@ -18,25 +18,6 @@ using metrics::TransferFailure;
 namespace {
 constexpr auto kPoll = std::chrono::milliseconds(20);
 
-// The engine loop's import calls, for PushKvSession.
-class LoopImportTarget final : public ImportTarget {
- public:
-  explicit LoopImportTarget(runtime::EngineLoop* loop) : loop_(loop) {}
-  Status WritePage(uint64_t transfer_id, uint32_t logical_page, std::span<const uint8_t> bytes,
-                   uint32_t tag) override {
-    return loop_->WritePage(transfer_id, logical_page, bytes, tag);
-  }
-  Status CommitImport(uint64_t transfer_id, int32_t first_token, uint64_t digest) override {
-    return loop_->CommitImport(transfer_id, first_token, digest);
-  }
-  Status AbortImport(uint64_t transfer_id, std::string_view reason) override {
-    return loop_->AbortImport(transfer_id, reason);
-  }
-
- private:
-  runtime::EngineLoop* loop_;
-};
-
 struct InFlight {
   explicit InFlight(std::atomic<int64_t>* n) : n_(n) { n_->fetch_add(1); }
   ~InFlight() { n_->fetch_sub(1); }
@@ -110,7 +91,7 @@ grpc::Status DecodeService::Generate(grpc::ServerContext* ctx, const v1::Generat
 
 grpc::Status DecodeService::PushKv(grpc::ServerContext* ctx, grpc::ServerReader<v1::PushKvMessage>* reader,
                                    v1::PushKvResponse* response) {
-  LoopImportTarget target(&host_->loop());
+  ImportTargetOf<runtime::EngineLoop> target(&host_->loop());
   PushKvSession session(&target);
   const auto start = std::chrono::steady_clock::now();
   v1::PushKvMessage msg;

@@ -32,6 +32,26 @@ class ImportTarget {
   virtual Status AbortImport(uint64_t transfer_id, std::string_view reason) = 0;
 };
 
+// ImportTarget over anything with the engine's import calls (runtime::EngineLoop, runtime::Engine).
+template <typename Imports>
+class ImportTargetOf final : public ImportTarget {
+ public:
+  explicit ImportTargetOf(Imports* imports) : imports_(imports) {}
+  Status WritePage(uint64_t transfer_id, uint32_t logical_page, std::span<const uint8_t> bytes,
+                   uint32_t tag) override {
+    return imports_->WritePage(transfer_id, logical_page, bytes, tag);
+  }
+  Status CommitImport(uint64_t transfer_id, int32_t first_token, uint64_t digest) override {
+    return imports_->CommitImport(transfer_id, first_token, digest);
+  }
+  Status AbortImport(uint64_t transfer_id, std::string_view reason) override {
+    return imports_->AbortImport(transfer_id, reason);
+  }
+
+ private:
+  Imports* imports_;
+};
+
 // Why a stream's transfer failed (the agent counts it as tandem_kv_transfer_failures_total{reason}).
 enum class ImportFailure : uint8_t { kTagMismatch, kDigestMismatch, kAborted, kPeerGone };
 

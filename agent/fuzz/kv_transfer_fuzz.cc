@@ -44,7 +44,6 @@ namespace rt = tandem::engine::runtime;
 namespace kv = tandem::engine::kv;
 using tandem::Status;
 using tandem::StatusCode;
-using tandem::agent::ImportTarget;
 using tandem::agent::PushKvSession;
 
 constexpr size_t kPageTokens = 4;
@@ -54,24 +53,6 @@ constexpr int64_t kVocab = 64;
 void Check(bool ok) {
   if (!ok) std::abort();
 }
-
-class EngineTarget final : public ImportTarget {
- public:
-  explicit EngineTarget(rt::Engine* engine) : engine_(engine) {}
-  Status WritePage(uint64_t transfer_id, uint32_t logical_page, std::span<const uint8_t> bytes,
-                   uint32_t tag) override {
-    return engine_->WritePage(transfer_id, logical_page, bytes, tag);
-  }
-  Status CommitImport(uint64_t transfer_id, int32_t first_token, uint64_t digest) override {
-    return engine_->CommitImport(transfer_id, first_token, digest);
-  }
-  Status AbortImport(uint64_t transfer_id, std::string_view reason) override {
-    return engine_->AbortImport(transfer_id, reason);
-  }
-
- private:
-  rt::Engine* engine_;
-};
 
 // What the harness knows of a reservation: the oracle for every page and trailer.
 struct Reservation {
@@ -178,7 +159,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   config.import_timeout_ms = 600'000;
   std::unique_ptr<rt::Engine> engine = rt::Engine::Create(config).value();
   const uint64_t pages_free = engine->Stats().pages_free;
-  EngineTarget target(engine.get());
+  tandem::agent::ImportTargetOf<rt::Engine> target(engine.get());
 
   std::vector<Reservation> reservations;
   const int wanted = in.ConsumeIntegralInRange<int>(1, 3);
