@@ -66,6 +66,7 @@ StatusOr<runtime::ServingConfig> ServingConfigFor(const AgentConfig& config) {
   sc.threads = config.threads;
   sc.tensor_parallel = config.tensor_parallel;
   sc.integrity = config.page_tags;
+  sc.transfer_checksum = config.transfer_checksum;
   // Decode members take prompts whose KV was computed elsewhere; sharing prefixes there would
   // need the pages published at commit, which the engine does not do yet.
   sc.prefix_cache = config.prefix_cache && config.role != Role::kDecode;

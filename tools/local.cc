@@ -40,7 +40,8 @@ constexpr char kUsage[] =
     "                    [--tensor-parallel N (ranks per agent, power of two)]\n"
     "                    [--transfer-timeout-ms N] [--ready-file PATH] [--agent PATH]\n"
     "                    [--no-prefix-cache] [--no-page-tags] [--no-transfer-checksum]\n"
-    "                    [--enable-fault-injection (tests: honour x-tandem-fault)]\n";
+    "                    [--enable-fault-injection (tests: honour x-tandem-fault)]\n"
+    "                    [--restart-agents (start a prefill or decode agent again when it exits)]\n";
 
 struct LocalArgs {
   std::string model = "models/tool-tiny";
@@ -59,6 +60,7 @@ struct LocalArgs {
   bool no_prefix_cache = false;
   bool no_page_tags = false;
   bool no_transfer_checksum = false;
+  bool restart_agents = false;
 };
 
 bool ParseArgs(const std::vector<std::string>& args, LocalArgs* out) {
@@ -68,6 +70,7 @@ bool ParseArgs(const std::vector<std::string>& args, LocalArgs* out) {
                         : flag == "--no-prefix-cache"      ? &out->no_prefix_cache
                         : flag == "--no-page-tags"         ? &out->no_page_tags
                         : flag == "--no-transfer-checksum" ? &out->no_transfer_checksum
+                        : flag == "--restart-agents"       ? &out->restart_agents
                                                            : nullptr;
     if (switch_flag != nullptr) {
       *switch_flag = true;
@@ -258,14 +261,20 @@ int RunLocal(const std::vector<std::string>& raw) {
               name.c_str());
   std::printf("  metrics:%s\n  Ctrl-C stops the stack.\n", stack.MetricsUrls().c_str());
   std::fflush(stdout);
-  if (!args.ready_file.empty()) {
+  // The ready file names every agent's pid and restart count; a restarted agent's new pid
+  // replaces its old one (atomically: a reader sees the old file or the new).
+  auto write_ready = [&] {
+    if (args.ready_file.empty()) return;
     std::ofstream ready(args.ready_file + ".tmp");
     ready << "{\"base_url\": \"" << url << "\", \"api_key\": \"" << key << "\", \"model\": \"" << name
-          << "\", \"metrics\": " << stack.MetricsJson() << ", \"pids\": " << stack.PidsJson() << "}\n";
+          << "\", \"metrics\": " << stack.MetricsJson() << ", \"pids\": " << stack.PidsJson()
+          << ", \"restarts\": " << stack.RestartsJson() << "}\n";
     ready.close();
     fs::rename(args.ready_file + ".tmp", args.ready_file);
-  }
-  const int rc = stack.WaitForSignalOrExit(signals);
+  };
+  write_ready();
+  const int rc =
+      stack.WaitForSignalOrExit(signals, args.restart_agents, [&](const std::string&) { write_ready(); });
   std::fprintf(stderr, "tandem local: stopping\n");
   const bool clean = stack.StopAll(std::chrono::seconds(15));
   return rc != 0 ? rc : (clean ? 0 : 1);

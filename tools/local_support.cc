@@ -155,14 +155,12 @@ int HttpGetStatus(uint16_t port, const std::string& path) {
 
 Stack::~Stack() { StopAll(std::chrono::seconds(5)); }
 
-Status Stack::Spawn(const std::string& label, const std::string& binary, const std::vector<std::string>& args,
-                    uint16_t metrics_port) {
+pid_t Stack::Launch(const std::string& binary, const std::vector<std::string>& args) {
   std::vector<char*> argv;
   argv.push_back(const_cast<char*>(binary.c_str()));
   for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
   const pid_t pid = fork();
-  if (pid < 0) return Status::Unavailable("fork: " + std::string(std::strerror(errno)));
   if (pid == 0) {
     sigset_t none;
     sigemptyset(&none);
@@ -172,7 +170,18 @@ Status Stack::Spawn(const std::string& label, const std::string& binary, const s
     std::fprintf(stderr, "tandem local: exec %s: %s\n", binary.c_str(), std::strerror(errno));
     _exit(127);
   }
-  children_.push_back({label, pid, metrics_port});
+  return pid;
+}
+
+Status Stack::Spawn(const std::string& label, const std::string& binary, const std::vector<std::string>& args,
+                    uint16_t metrics_port) {
+  const pid_t pid = Launch(binary, args);
+  if (pid < 0) return Status::Unavailable("fork: " + std::string(std::strerror(errno)));
+  Child c{label, pid, metrics_port};
+  c.binary = binary;
+  c.args = args;
+  c.started = std::chrono::steady_clock::now();
+  children_.push_back(std::move(c));
   return Status::Ok();
 }
 
@@ -208,16 +217,44 @@ Status Stack::WaitReady(std::chrono::seconds timeout, const sigset_t& signals) {
   }
 }
 
-int Stack::WaitForSignalOrExit(const sigset_t& signals) {
+int Stack::WaitForSignalOrExit(const sigset_t& signals, bool restart,
+                               const std::function<void(const std::string&)>& restarted) {
+  using Clock = std::chrono::steady_clock;
   for (;;) {
     timespec wait{0, 200'000'000};
     const int sig = sigtimedwait(&signals, nullptr, &wait);
     if (sig == SIGINT || sig == SIGTERM) return 0;
-    if (std::string gone = Reap(); !gone.empty()) {
+    const Clock::time_point now = Clock::now();
+    for (std::string gone = Reap(); !gone.empty(); gone = Reap()) {
       // A pool member that dies leaves the rest serving (the router routes around it); the stack
       // ends when its router does.
       std::fprintf(stderr, "tandem local: %s exited unexpectedly\n", gone.c_str());
       if (gone == "router") return 1;
+      for (Child& c : children_) {
+        if (c.label != gone || !restart) continue;
+        // Back-off as a kubelet's: doubled while the member keeps dying young, reset once it ran
+        // a minute.
+        if (now - c.started > std::chrono::seconds(60)) c.backoff = std::chrono::seconds(1);
+        c.restart_at = now + c.backoff;
+        c.backoff = std::min(c.backoff * 2, std::chrono::seconds(30));
+      }
+    }
+    if (!restart) continue;
+    for (Child& c : children_) {
+      if (!c.exited || c.label == "router" || now < c.restart_at) continue;
+      const pid_t pid = Launch(c.binary, c.args);
+      if (pid < 0) {
+        c.restart_at = now + c.backoff;
+        continue;
+      }
+      c.pid = pid;
+      c.exited = false;
+      c.status = 0;
+      c.started = now;
+      ++c.restarts;
+      std::fprintf(stderr, "tandem local: restarted %s (restart %d, pid %d)\n", c.label.c_str(), c.restarts,
+                   static_cast<int>(pid));
+      if (restarted) restarted(c.label);
     }
   }
 }
@@ -272,6 +309,14 @@ std::string Stack::MetricsJson() const {
   for (size_t i = 0; i < children_.size(); ++i) {
     out += (i ? ", \"" : "\"") + children_[i].label +
            "\": \"http://127.0.0.1:" + std::to_string(children_[i].metrics_port) + "/metrics\"";
+  }
+  return out + "}";
+}
+
+std::string Stack::RestartsJson() const {
+  std::string out = "{";
+  for (size_t i = 0; i < children_.size(); ++i) {
+    out += (i ? ", \"" : "\"") + children_[i].label + "\": " + std::to_string(children_[i].restarts);
   }
   return out + "}";
 }

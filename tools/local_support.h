@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -38,15 +39,20 @@ class Stack {
   // Waits until every child's /readyz says 200. Unavailable when a child exits, DeadlineExceeded
   // at the timeout, Cancelled on SIGINT / SIGTERM (blocked in `signals`).
   Status WaitReady(std::chrono::seconds timeout, const sigset_t& signals);
-  // Blocks until SIGINT / SIGTERM (0) or the router exits on its own (1); a pool member that
-  // exits is reported and the rest keep serving.
-  int WaitForSignalOrExit(const sigset_t& signals);
+  // Blocks until SIGINT / SIGTERM (0) or the router exits on its own (1). A pool member that
+  // exits is reported and the rest keep serving; with `restart`, it is started again with its
+  // own arguments (the same ports) after a back-off that doubles from 1 s to 30 s while it keeps
+  // exiting within 60 s of its start, as a kubelet restarts a pod's container, and `restarted`
+  // is called with its label.
+  int WaitForSignalOrExit(const sigset_t& signals, bool restart = false,
+                          const std::function<void(const std::string&)>& restarted = nullptr);
   // SIGTERM to the router first, then the pools; SIGKILL whatever is left after `grace`. True when
   // every child exited 0 within the grace.
   bool StopAll(std::chrono::seconds grace);
-  std::string MetricsUrls() const;  // " router=http://127.0.0.1:N/metrics ..."
-  std::string MetricsJson() const;  // {"router": "http://...", ...}
-  std::string PidsJson() const;     // {"router": 1234, ...}
+  std::string MetricsUrls() const;   // " router=http://127.0.0.1:N/metrics ..."
+  std::string MetricsJson() const;   // {"router": "http://...", ...}
+  std::string PidsJson() const;      // {"router": 1234, ...}
+  std::string RestartsJson() const;  // {"prefill-0": 2, ...}: restarts per child
 
  private:
   struct Child {
@@ -55,7 +61,14 @@ class Stack {
     uint16_t metrics_port = 0;
     bool exited = false;
     int status = 0;
+    std::string binary;
+    std::vector<std::string> args;
+    std::chrono::steady_clock::time_point started, restart_at;
+    std::chrono::seconds backoff{1};
+    int restarts = 0;
   };
+  // fork + exec; the child's pid, or -1.
+  static pid_t Launch(const std::string& binary, const std::vector<std::string>& args);
   // Reaps exited children; returns the label of one that exited, or empty.
   std::string Reap();
   std::vector<Child> children_;

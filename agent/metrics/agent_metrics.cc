@@ -131,6 +131,10 @@ struct AgentMetrics::Impl {
       MakeGauge(r, constant, "tandem_kv_cache_capacity_tokens", "Tokens the KV cache can hold in all.");
   Gauge& used_tokens = MakeGauge(r, constant, "tandem_kv_cache_used_tokens",
                                  "Tokens' worth of KV cache pages held now (whole pages).");
+  Gauge& prefix_cache_tokens = MakeGauge(
+      r, constant, "tandem_prefix_cache_tokens",
+      "Tokens' worth of KV cache pages the prefix cache keeps for reuse (whole pages, also counted in "
+      "tandem_kv_cache_used_tokens; at idle the two are equal).");
   Gauge& running =
       MakeGauge(r, constant, "tandem_requests_running",
                 "Requests being served now (scheduled by the engine, or in flight at the router).");
@@ -197,6 +201,8 @@ void AgentMetrics::UpdateFromEngine(const EngineStats& stats) {
   Impl& m = *impl_;
   m.capacity_tokens.Set(static_cast<double>(stats.kv_capacity_tokens));
   m.used_tokens.Set(static_cast<double>(stats.kv_used_tokens));
+  const uint64_t page_tokens = stats.pages_total == 0 ? 0 : stats.kv_capacity_tokens / stats.pages_total;
+  m.prefix_cache_tokens.Set(static_cast<double>(stats.prefix_cache_pages * page_tokens));
   m.usage_ratio.Set(stats.kv_capacity_tokens == 0 ? 0.0
                                                   : static_cast<double>(stats.kv_used_tokens) /
                                                         static_cast<double>(stats.kv_capacity_tokens));

@@ -4,8 +4,8 @@
 // (reason, direction), never request ids or tenants.
 //
 //   gauges     tandem_kv_cache_usage_ratio, tandem_kv_cache_capacity_tokens,
-//              tandem_kv_cache_used_tokens, tandem_requests_running, tandem_requests_waiting,
-//              tandem_prefill_tokens_waiting
+//              tandem_kv_cache_used_tokens, tandem_prefix_cache_tokens, tandem_requests_running,
+//              tandem_requests_waiting, tandem_prefill_tokens_waiting
 //   counters   tandem_kv_integrity_pages_checked_total, tandem_kv_integrity_aborts_total{reason},
 //              tandem_requests_finished_total{reason}, tandem_prompt_tokens_total,
 //              tandem_generation_tokens_total, tandem_kv_transfer_bytes_total{direction},

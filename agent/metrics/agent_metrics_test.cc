@@ -48,7 +48,8 @@ std::string Value(const std::string& text, const std::string& series) {
 
 constexpr const char* kGauges[] = {"tandem_kv_cache_usage_ratio", "tandem_kv_cache_capacity_tokens",
                                    "tandem_kv_cache_used_tokens", "tandem_requests_running",
-                                   "tandem_requests_waiting",     "tandem_prefill_tokens_waiting"};
+                                   "tandem_requests_waiting",     "tandem_prefill_tokens_waiting",
+                                   "tandem_prefix_cache_tokens"};
 constexpr const char* kCounters[] = {"tandem_kv_integrity_pages_checked_total", "tandem_prompt_tokens_total",
                                      "tandem_generation_tokens_total", "tandem_prefix_cache_queries_total",
                                      "tandem_prefix_cache_hits_total"};
@@ -111,9 +112,9 @@ TEST(AgentMetricsTest, EverySeriesIsPresentAtZeroFromConstruction) {
       EXPECT_NE(line.find(kLabels), std::string::npos) << line;
     }
   }
-  // The list in ARCHITECTURE.md, "Metric names", and tandem_prefill_tokens_waiting (the prefill
-  // pool's autoscaling signal, docs/autoscaling.md).
-  EXPECT_EQ(families, 19u);
+  // The list in ARCHITECTURE.md, "Metric names", tandem_prefill_tokens_waiting (the prefill
+  // pool's autoscaling signal, docs/autoscaling.md) and tandem_prefix_cache_tokens (docs/agent.md).
+  EXPECT_EQ(families, 20u);
 }
 
 TEST(AgentMetricsTest, TransferFailureNamesAreDistinctSnakeCase) {
@@ -196,9 +197,12 @@ TEST(AgentMetricsTest, GaugesAndUsageRatioFollowTheLatestSnapshot) {
   s.running = 3;
   s.waiting = 9;
   s.prefill_tokens_waiting = 700;
+  s.pages_total = 256;  // 16-token pages
+  s.prefix_cache_pages = 5;
   m.UpdateFromEngine(s);
   std::string t = m.Serialize();
   EXPECT_EQ(Value(t, Series("tandem_prefill_tokens_waiting")), "700");
+  EXPECT_EQ(Value(t, Series("tandem_prefix_cache_tokens")), "80");
   EXPECT_EQ(Value(t, Series("tandem_kv_cache_usage_ratio")), "0.25");
   EXPECT_EQ(Value(t, Series("tandem_kv_cache_capacity_tokens")), "4096");
   EXPECT_EQ(Value(t, Series("tandem_kv_cache_used_tokens")), "1024");

@@ -57,8 +57,9 @@ StatusOr<EngineRole> ParseEngineRole(std::string_view name);
 struct EngineConfig {
   ModelExecutor* executor = nullptr;  // not owned; must outlive the engine; its pool is the KV cache
   SchedulerConfig scheduler;
-  bool integrity = false;     // TagTracker and VerifyBatch before each step; false: NoopTracker
-  bool prefix_cache = false;  // share whole prompt pages between requests of the same tenant
+  bool integrity = false;         // TagTracker and VerifyBatch before each step; false: NoopTracker
+  bool prefix_cache = false;      // share whole prompt pages between requests of the same tenant
+  bool transfer_checksum = true;  // exports digest what they send (else digest() is 0); commits compare
   EngineRole role = EngineRole::kUnified;
   const text::Tokenizer* tokenizer = nullptr;  // optional: text deltas and stop strings
   std::vector<int32_t> eos_token_ids;          // end-of-sequence ids (finish kStop unless ignore_eos)
@@ -98,7 +99,8 @@ class KvExport {
   Status NextPage(std::span<uint8_t> out);
   int64_t deadline_nanos() const { return deadline_nanos_; }
   // The digest (kv::KvDigest) over every byte NextPage wrote, in order; final after the last page.
-  uint64_t digest() const { return digest_.Finish(); }
+  // 0 when the engine's transfer_checksum is off (nothing is digested).
+  uint64_t digest() const { return checksum_ ? digest_.Finish() : 0; }
 
  private:
   friend class Engine;
@@ -111,6 +113,7 @@ class KvExport {
   size_t page_tokens_ = 0;
   std::unique_ptr<kv::PageConverter> converter_;
   kv::KvDigest digest_;
+  bool checksum_ = true;
   size_t next_ = 0;
   std::atomic<uint64_t>* bytes_out_ = nullptr;  // the engine's export_bytes counter
   int64_t deadline_nanos_ = 0;

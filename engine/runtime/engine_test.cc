@@ -434,6 +434,44 @@ TEST(EngineTest, ImportRefusesBadTransfers) {
 }
 
 // Cancelling a request whose KV is still arriving ends its transfer; its pages are free at once.
+// transfer_checksum off (integrity.transferChecksum: false): the export digests nothing and the
+// commit compares nothing, so a flipped bit lands; an importer with it on refuses a sender without.
+TEST(EngineTest, TransferChecksumOffSkipsTheDigestOnBothSides) {
+  const Request req = GreedyRequest(Prompt(6, 1), 4);
+  for (const bool importer_checks : {false, true}) {
+    EngineConfig pconf;
+    pconf.role = EngineRole::kPrefillOnly;
+    pconf.transfer_checksum = false;
+    HashEngine prefill(32, 4, pconf);
+    const RequestId pid = prefill.engine->Submit(req).value();
+    prefill.engine->Step();
+    EngineConfig dconf;
+    dconf.role = EngineRole::kDecodeOnly;
+    dconf.transfer_checksum = importer_checks;
+    HashEngine decode(8, 4, dconf);
+    Engine& d = *decode.engine;
+    ImportReservation r = d.ReserveImport(req).value();
+    std::shared_ptr<KvExport> x = prefill.engine->ExportKv(pid, r.layout).value();
+    std::vector<uint8_t> page(decode.pool->geometry().page_bytes);
+    for (uint32_t p = 0; p < x->num_pages(); ++p) {
+      ASSERT_TRUE(x->NextPage(page).ok());
+      if (p == 1) page[5] ^= 0x40;
+      ASSERT_TRUE(d.WritePage(r.transfer_id, p, page, r.page_tags[p]).ok());
+    }
+    EXPECT_EQ(x->digest(), 0u);
+    const Status commit = d.CommitImport(r.transfer_id, x->first_token(), x->digest());
+    if (importer_checks) {
+      EXPECT_EQ(commit.code(), StatusCode::kDataLoss);
+      EXPECT_NE(commit.message().find("no transfer checksum"), std::string::npos) << commit.ToString();
+      EXPECT_EQ(d.Stats().imports_failed, 1u);
+    } else {
+      EXPECT_TRUE(commit.ok()) << commit.ToString();
+      EXPECT_EQ(d.Stats().imports_committed, 1u);
+    }
+    ASSERT_TRUE(prefill.engine->FinishExport(pid, kv::TransferState::kDone).ok());
+  }
+}
+
 TEST(EngineTest, CancelDuringImportEndsTheTransfer) {
   EngineConfig dconf;
   dconf.role = EngineRole::kDecodeOnly;

@@ -27,7 +27,7 @@ Status KvExport::NextPage(std::span<uint8_t> out) {
   const size_t first = next_ * page_tokens_;
   const size_t valid = std::min(page_tokens_, static_cast<size_t>(num_tokens_) - first);
   RETURN_IF_ERROR(converter_->Convert(pages_[next_], valid, out));
-  digest_.Update(out);
+  if (checksum_) digest_.Update(out);
   ++next_;
   if (bytes_out_ != nullptr) bytes_out_->fetch_add(out.size(), std::memory_order_relaxed);
   return Status::Ok();
@@ -64,6 +64,7 @@ StatusOr<std::shared_ptr<KvExport>> Engine::ExportKv(RequestId id, const kv::KvL
   const size_t pages = scheduler_->PagesFor(static_cast<size_t>(seq->kv.num_tokens));
   out->pages_.assign(seq->kv.pages.begin(), seq->kv.pages.begin() + static_cast<std::ptrdiff_t>(pages));
   out->converter_ = std::move(converter);
+  out->checksum_ = config_.transfer_checksum;
   out->bytes_out_ = &export_bytes_;
   out->deadline_nanos_ = config_.clock->NowNanos() + config_.import_timeout_ms * 1'000'000;
   const uint64_t transfer = NextTransferId();
@@ -264,13 +265,18 @@ Status Engine::CommitImport(uint64_t transfer_id, int32_t first_token, uint64_t 
       } else if (import->landed_tag[p] != import->tags[p]) {
         pages_ok = Status::DataLoss("request " + std::to_string(id) + ": KV page " + std::to_string(p) +
                                     " carries another transfer's tag");
-      } else {
+      } else if (config_.transfer_checksum) {
         landed.Update(config_.executor->kv_pool()->PageBytes(import->pages[p]));
       }
     }
   }
   if (!pages_ok.ok()) return fail(pages_ok);
-  if (landed.Finish() != digest) {
+  if (config_.transfer_checksum && digest == 0) {
+    return fail(Status::DataLoss("request " + std::to_string(id) +
+                                 ": the sender computed no transfer checksum (the transfer checksum is off "
+                                 "on the sending side and on here)"));
+  }
+  if (config_.transfer_checksum && landed.Finish() != digest) {
     return fail(
         Status::DataLoss("request " + std::to_string(id) +
                          ": the landed KV does not match the sender's digest (corrupted in transit)"));

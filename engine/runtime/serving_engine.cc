@@ -119,6 +119,7 @@ StatusOr<std::unique_ptr<ServingEngine>> ServingEngine::Open(const ServingConfig
   ec.scheduler = config.scheduler;
   ec.integrity = config.integrity;
   ec.prefix_cache = config.prefix_cache;
+  ec.transfer_checksum = config.transfer_checksum;
   ec.role = config.role;
   ec.tokenizer = s->tokenizer();
   ec.eos_token_ids = s->eos_;

@@ -70,6 +70,10 @@ struct ServingConfig {
   EngineRole role = EngineRole::kUnified;
   bool integrity = false;     // page tags checked before every step
   bool prefix_cache = false;  // tenant-salted prefix sharing
+  // The transfer digest: exports compute it over the bytes they send, imports compare it at
+  // commit. Off on both sides of a transfer, or on on both (an importer with it on refuses an
+  // exporter's missing digest).
+  bool transfer_checksum = true;
   SchedulerConfig scheduler;
   uint64_t seed = 0;                   // sampling seed of requests without one
   int64_t import_timeout_ms = 30'000;  // decode-only: a reservation not committed by then aborts

@@ -33,7 +33,7 @@ AGENT_SERIES = [
     "tandem_inter_token_latency_seconds_bucket", "tandem_e2e_request_latency_seconds_bucket",
     "tandem_prompt_tokens_total", "tandem_generation_tokens_total", "tandem_kv_transfer_bytes_total",
     "tandem_kv_transfer_seconds_bucket", "tandem_kv_transfer_failures_total",
-    "tandem_prefix_cache_queries_total", "tandem_prefix_cache_hits_total",
+    "tandem_prefix_cache_queries_total", "tandem_prefix_cache_hits_total", "tandem_prefix_cache_tokens",
 ]
 
 
