@@ -304,33 +304,25 @@ std::string Stack::MetricsUrls() const {
   return out;
 }
 
-std::string Stack::MetricsJson() const {
+std::string Stack::ChildrenJson(const std::function<std::string(const Child&)>& value) const {
   std::string out = "{";
   for (size_t i = 0; i < children_.size(); ++i) {
-    out += (i ? ", \"" : "\"") + children_[i].label +
-           "\": \"http://127.0.0.1:" + std::to_string(children_[i].metrics_port) + "/metrics\"";
+    out += (i ? ", \"" : "\"") + children_[i].label + "\": " + value(children_[i]);
   }
   return out + "}";
+}
+
+std::string Stack::MetricsJson() const {
+  return ChildrenJson(
+      [](const Child& c) { return "\"http://127.0.0.1:" + std::to_string(c.metrics_port) + "/metrics\""; });
+}
+
+std::string Stack::PidsJson() const {
+  return ChildrenJson([](const Child& c) { return std::to_string(c.pid); });
 }
 
 std::string Stack::RestartsJson() const {
-  std::string out = "{";
-  for (size_t i = 0; i < children_.size(); ++i) {
-    out += (i ? ", \"" : "\"") + children_[i].label + "\": " + std::to_string(children_[i].restarts);
-  }
-  return out + "}";
-}
-
-}  // namespace tandem::tools
-
-namespace tandem::tools {
-
-std::string Stack::PidsJson() const {
-  std::string out = "{";
-  for (size_t i = 0; i < children_.size(); ++i) {
-    out += (i ? ", \"" : "\"") + children_[i].label + "\": " + std::to_string(children_[i].pid);
-  }
-  return out + "}";
+  return ChildrenJson([](const Child& c) { return std::to_string(c.restarts); });
 }
 
 }  // namespace tandem::tools

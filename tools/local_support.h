@@ -67,6 +67,8 @@ class Stack {
     std::chrono::seconds backoff{1};
     int restarts = 0;
   };
+  // {"label": value(child), ...} over every child, in start order.
+  std::string ChildrenJson(const std::function<std::string(const Child&)>& value) const;
   // fork + exec; the child's pid, or -1.
   static pid_t Launch(const std::string& binary, const std::vector<std::string>& args);
   // Reaps exited children; returns the label of one that exited, or empty.

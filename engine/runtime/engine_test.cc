@@ -433,7 +433,6 @@ TEST(EngineTest, ImportRefusesBadTransfers) {
   EXPECT_EQ(d.Stats().pages_held, 0u);
 }
 
-// Cancelling a request whose KV is still arriving ends its transfer; its pages are free at once.
 // transfer_checksum off (integrity.transferChecksum: false): the export digests nothing and the
 // commit compares nothing, so a flipped bit lands; an importer with it on refuses a sender without.
 TEST(EngineTest, TransferChecksumOffSkipsTheDigestOnBothSides) {
@@ -472,6 +471,7 @@ TEST(EngineTest, TransferChecksumOffSkipsTheDigestOnBothSides) {
   }
 }
 
+// Cancelling a request whose KV is still arriving ends its transfer; its pages are free at once.
 TEST(EngineTest, CancelDuringImportEndsTheTransfer) {
   EngineConfig dconf;
   dconf.role = EngineRole::kDecodeOnly;

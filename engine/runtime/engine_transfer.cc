@@ -271,15 +271,17 @@ Status Engine::CommitImport(uint64_t transfer_id, int32_t first_token, uint64_t 
     }
   }
   if (!pages_ok.ok()) return fail(pages_ok);
-  if (config_.transfer_checksum && digest == 0) {
-    return fail(Status::DataLoss("request " + std::to_string(id) +
-                                 ": the sender computed no transfer checksum (the transfer checksum is off "
-                                 "on the sending side and on here)"));
-  }
-  if (config_.transfer_checksum && landed.Finish() != digest) {
-    return fail(
-        Status::DataLoss("request " + std::to_string(id) +
-                         ": the landed KV does not match the sender's digest (corrupted in transit)"));
+  if (config_.transfer_checksum) {
+    if (digest == 0) {
+      return fail(Status::DataLoss("request " + std::to_string(id) +
+                                   ": the sender computed no transfer checksum (the transfer checksum is off "
+                                   "on the sending side and on here)"));
+    }
+    if (landed.Finish() != digest) {
+      return fail(
+          Status::DataLoss("request " + std::to_string(id) +
+                           ": the landed KV does not match the sender's digest (corrupted in transit)"));
+    }
   }
   if (Status st = ValidateTokens(std::span<const int32_t>(&first_token, 1), "first"); !st.ok())
     return fail(st);
