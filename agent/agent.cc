@@ -308,6 +308,7 @@ StatusOr<std::unique_ptr<Agent>> Agent::Start(const AgentConfig& config) {
     ho.host = config.listen_host;
     ho.port = config.http_port;
     ho.max_body_bytes = config.max_body_bytes;
+    ho.max_buffered_body_bytes = config.max_buffered_body_bytes;
     ho.header_timeout_ms = static_cast<int64_t>(config.header_timeout_ms);
     ASSIGN_OR_RETURN(a.http,
                      http::HttpServer::Start(ho, [self](const http::HttpRequest& r, http::ResponseWriter& w) {

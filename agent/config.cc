@@ -1,5 +1,6 @@
 #include "agent/config.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <initializer_list>
@@ -184,13 +185,22 @@ Status ParseEngine(const YAML::Node& n, AgentConfig* c) {
 }
 
 Status ParseApi(const YAML::Node& n, AgentConfig* c) {
-  RETURN_IF_ERROR(CheckKeys(n, "api",
-                            {"defaultMaxTokens", "maxBodyBytes", "headerTimeoutMs", "maxInflight",
-                             "tenantMaxInflight", "maxQueuedPerTenant", "queueTimeoutMs", "tenantWeights"}));
+  RETURN_IF_ERROR(
+      CheckKeys(n, "api",
+                {"defaultMaxTokens", "maxBodyBytes", "maxBufferedBodyBytes", "headerTimeoutMs", "maxInflight",
+                 "tenantMaxInflight", "maxQueuedPerTenant", "queueTimeoutMs", "tenantWeights"}));
   uint64_t max_tokens = static_cast<uint64_t>(c->default_max_tokens);
   RETURN_IF_ERROR(ReadUint(n, "api", "defaultMaxTokens", 1, 1u << 20, &max_tokens));
   c->default_max_tokens = static_cast<int32_t>(max_tokens);
   RETURN_IF_ERROR(ReadUint(n, "api", "maxBodyBytes", 1024, 1ull << 30, &c->max_body_bytes));
+  RETURN_IF_ERROR(ReadUint(n, "api", "maxBufferedBodyBytes", 1024, 1ull << 40, &c->max_buffered_body_bytes));
+  if (!n["maxBufferedBodyBytes"]) {
+    c->max_buffered_body_bytes = std::max(c->max_buffered_body_bytes, c->max_body_bytes);
+  } else if (c->max_buffered_body_bytes < c->max_body_bytes) {
+    return Status::InvalidArgument("api.maxBufferedBodyBytes: " + std::to_string(c->max_buffered_body_bytes) +
+                                   " is below api.maxBodyBytes (" + std::to_string(c->max_body_bytes) +
+                                   "): no body of the largest allowed size could be read");
+  }
   RETURN_IF_ERROR(ReadUint(n, "api", "headerTimeoutMs", 1, 600'000, &c->header_timeout_ms));
   RETURN_IF_ERROR(ReadUint(n, "api", "maxInflight", 1, 1u << 20, &c->max_inflight));
   RETURN_IF_ERROR(ReadUint(n, "api", "tenantMaxInflight", 0, 1u << 20, &c->tenant_max_inflight));

@@ -79,6 +79,9 @@ struct AgentConfig {
   // api: the OpenAI front (router, standalone).
   int32_t default_max_tokens = 256;
   uint64_t max_body_bytes = 8u << 20;
+  // Request bodies held at once, all connections together (beyond: 429 with Retry-After); with
+  // the engine's fixed KV pool this is what keeps the agent within a memory limit under a flood.
+  uint64_t max_buffered_body_bytes = 256u << 20;
   uint64_t header_timeout_ms = 10'000;
   uint64_t max_inflight = 256;  // requests at once, all tenants; more wait in their tenant's queue
   // Fairness between tenants (admission.h): the slots one tenant may hold (0: all), how many of its

@@ -130,7 +130,8 @@ role: router
 model: {path: /models/tiny, name: tiny-chat}
 engine: {threads: 4, tensorParallel: 2, prefixCache: false, transferTimeoutMs: 5000, queueWaitMs: 100,
          probePeriodMs: 200, probeTimeoutMs: 900}
-api: {defaultMaxTokens: 64, maxBodyBytes: 65536, headerTimeoutMs: 2000, maxInflight: 8}
+api: {defaultMaxTokens: 64, maxBodyBytes: 65536, maxBufferedBodyBytes: 1048576, headerTimeoutMs: 2000,
+      maxInflight: 8}
 auth: {apiKeys: [{key: k1, tenant: bank}]}
 router: {prefill: ["10.0.0.1:50051"], decodeService: "kimi-decode.ns.svc:50051", refreshMs: 100}
 shutdownGraceMs: 1000
@@ -146,6 +147,7 @@ shutdownGraceMs: 1000
   EXPECT_EQ(c->probe_timeout_ms, 900u);
   EXPECT_EQ(c->default_max_tokens, 64);
   EXPECT_EQ(c->max_body_bytes, 65536u);
+  EXPECT_EQ(c->max_buffered_body_bytes, 1048576u);
   EXPECT_EQ(c->max_inflight, 8u);
   ASSERT_EQ(c->api_keys.size(), 1u);
   EXPECT_EQ(c->api_keys[0].tenant, "bank");
@@ -166,6 +168,8 @@ TEST(AgentConfigTest, ServingErrorsNameTheField) {
            {"engine: {tensorParallel: 3}\nmodel: {path: x}\n", "engine.tensorParallel"},
            {"engine: {tensorParallel: 0}\nmodel: {path: x}\n", "engine.tensorParallel"},
            {"api: {maxBodyBytes: 10}\nmodel: {path: x}\n", "api.maxBodyBytes"},
+           {"api: {maxBodyBytes: 4096, maxBufferedBodyBytes: 2048}\nmodel: {path: x}\n",
+            "api.maxBufferedBodyBytes"},
            {"auth: {apiKeys: [{key: k}]}\nmodel: {path: x}\n", "auth.apiKeys[0]"},
            {"router: {prefill: [\"\"]}\nmodel: {path: x}\n", "router.prefill[0]"},
            {"engine: {bogus: 1}\nmodel: {path: x}\n", "engine.bogus"},

@@ -1,5 +1,6 @@
 #include "agent/engine_host.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "engine/model/model_config.h"
@@ -43,6 +44,7 @@ void MergeOutput(runtime::RequestOutput& into, runtime::RequestOutput&& next) {
   if (next.finish) into.finish = next.finish;
   if (!next.finish_detail.empty()) into.finish_detail = std::move(next.finish_detail);
   into.exported = into.exported || next.exported;
+  into.cached_prompt_tokens = std::max(into.cached_prompt_tokens, next.cached_prompt_tokens);
 }
 
 runtime::EngineLoop::Sink OutputChannel::SinkFor(std::shared_ptr<OutputChannel> channel) {

@@ -1,5 +1,6 @@
 #include "agent/local_backend.h"
 
+#include <algorithm>
 #include <chrono>
 #include <thread>
 #include <utility>
@@ -25,6 +26,7 @@ class LocalStream : public GenerationStream {
     std::optional<runtime::RequestOutput> out = std::move(ready.front());
     for (size_t i = 1; i < ready.size(); ++i) MergeOutput(*out, std::move(ready[i]));
     if (out->finish) finished_ = true;
+    cached_ = std::max(cached_, out->cached_prompt_tokens);
     return std::optional<StreamEvent>(EventFromOutput(std::move(*out)));
   }
 
@@ -32,12 +34,15 @@ class LocalStream : public GenerationStream {
     if (!finished_) (void)loop_->Cancel(id_);
   }
 
+  int64_t cached_tokens() const override { return cached_; }
+
  private:
   runtime::EngineLoop* loop_;
   runtime::RequestId id_;
   std::shared_ptr<OutputChannel> channel_;
   std::atomic<int64_t>* in_flight_;
   bool finished_ = false;
+  int64_t cached_ = 0;
 };
 
 }  // namespace

@@ -73,8 +73,10 @@ grpc::Status PrefillService::Prefill(grpc::ServerContext* ctx, const v1::Prefill
   if (first->finish) {
     // The first token ended the request (max_tokens 1, an end-of-sequence token): nothing to
     // transfer; the router answers with this token and releases the reservation.
+    blocks_.Add(PrefixBlockHashes(req.tenant, req.prompt, host_->page_tokens()));  // published too
     ToProto(*first, response->mutable_first());
     response->set_prompt_tokens(static_cast<uint32_t>(req.prompt.size()));
+    response->set_cached_tokens(static_cast<uint32_t>(first->cached_prompt_tokens));
     return grpc::Status::OK;
   }
   StatusOr<std::shared_ptr<runtime::KvExport>> kv = loop.ExportKv(*id, *target);
@@ -96,6 +98,7 @@ grpc::Status PrefillService::Prefill(grpc::ServerContext* ctx, const v1::Prefill
   blocks_.Add(PrefixBlockHashes(req.tenant, req.prompt, host_->page_tokens()));
   ToProto(*first, response->mutable_first());
   response->set_prompt_tokens(static_cast<uint32_t>(req.prompt.size()));
+  response->set_cached_tokens(static_cast<uint32_t>(first->cached_prompt_tokens));
   response->set_transfer_seconds(seconds);
   return grpc::Status::OK;
 }

@@ -419,6 +419,9 @@ StatusOr<std::unique_ptr<GenerationStream>> Router::Start(const GenerateCall& ca
       }
       prefill = prefill_[p].endpoint;
       decode = decode_[d].endpoint;
+      // Until the next poll says what the member holds, count this prompt's blocks as its own (it
+      // publishes them as it prefills), so a repeat arriving meanwhile follows its KV there.
+      prefill_[p].prefix_blocks.insert(blocks.begin(), blocks.end());
     }
     PairSide failed = PairSide::kNeither;
     StatusOr<std::unique_ptr<GenerationStream>> stream = StartOnPair(call, prefill, decode, &failed);

@@ -36,7 +36,8 @@ constexpr char kUsage[] =
     "                    [--port N (default 8000)]\n"
     "                    [--prefill-weights bf16|fp8|int4 (fp8)] [--prefill-kv bf16|fp8_e4m3 (bf16)]\n"
     "                    [--decode-weights bf16|fp8|int4 (int4)] [--decode-kv bf16|fp8_e4m3 (fp8_e4m3)]\n"
-    "                    [--api-key KEY] [--threads N (per agent)] [--kv-cache-bytes N]\n"
+    "                    [--api-key KEY] [--tenant-key KEY:TENANT (more keys, repeatable)]\n"
+    "                    [--threads N (per agent)] [--kv-cache-bytes N]\n"
     "                    [--tensor-parallel N (ranks per agent, power of two)]\n"
     "                    [--transfer-timeout-ms N] [--ready-file PATH] [--agent PATH]\n"
     "                    [--no-prefix-cache] [--no-page-tags] [--no-transfer-checksum]\n"
@@ -50,6 +51,7 @@ struct LocalArgs {
   int port = 8000;
   std::string prefill_weights = "fp8", prefill_kv = "bf16", decode_weights = "int4", decode_kv = "fp8_e4m3";
   std::string api_key;
+  std::vector<std::string> tenant_keys;  // KEY:TENANT, beside api_key (tenant "local")
   int threads = 1;
   int tensor_parallel = 1;
   std::string kv_bytes = "268435456";
@@ -108,6 +110,10 @@ bool ParseArgs(const std::vector<std::string>& args, LocalArgs* out) {
       out->decode_kv = v;
     } else if (flag == "--api-key") {
       out->api_key = v;
+    } else if (flag == "--tenant-key") {
+      const size_t colon = v.find(':');
+      if (colon == 0 || colon == std::string::npos || colon + 1 == v.size()) return false;
+      out->tenant_keys.push_back(v);
     } else if (flag == "--kv-cache-bytes") {
       out->kv_bytes = v;
     } else if (flag == "--transfer-timeout-ms") {
@@ -242,6 +248,7 @@ int RunLocal(const std::vector<std::string>& raw) {
           common({"--role", "router", "--model", args.model, "--http-port", std::to_string(router_port),
                   "--metrics-port", std::to_string(*metrics), "--grpc-port", std::to_string(*grpc),
                   "--api-key", key + ":local"});
+      for (const std::string& k : args.tenant_keys) a.insert(a.end(), {"--api-key", k});
       for (const std::string& e : prefill_endpoints) a.insert(a.end(), {"--prefill", e});
       for (const std::string& e : decode_endpoints) a.insert(a.end(), {"--decode", e});
       started = stack.Spawn("router", *agent, a, *metrics);

@@ -42,10 +42,12 @@ void RunHandler(const ConnectionContext& context, const HttpRequest& request, So
 
 }  // namespace
 
-void RejectConnection(int fd, int status, std::string_view message, int64_t linger_ms) {
+void RejectConnection(int fd, int status, std::string_view message, int64_t linger_ms, int retry_after_s) {
   std::string body = OpenAiErrorJson(status, message);
   SocketResponseWriter writer(fd, /*head_request=*/false, /*keep_alive=*/false, /*http10=*/false, nullptr);
-  writer.Send(status, "application/json", body);
+  HeaderList extra;
+  if (retry_after_s > 0) extra.emplace_back("Retry-After", std::to_string(retry_after_s));
+  writer.Send(status, "application/json", body, extra);
   DrainAndShutdown(fd, linger_ms);
 }
 
@@ -64,14 +66,16 @@ void ServeConnection(int fd, const std::string& peer, int64_t accepted_ms, const
     const int64_t head_deadline_ms = first ? accepted_ms + options.header_timeout_ms : -1;
     const int64_t first_byte_deadline_ms = first ? head_deadline_ms : NowMs() + options.idle_timeout_ms;
     first = false;
+    BodyLease lease(context.body_budget);  // declared first: given back after the request's body is freed
     HttpRequest request;
     request.peer = peer;
-    ReadResult read = ReadRequest(fd, limits, first_byte_deadline_ms, head_deadline_ms, buffer, &request);
+    ReadResult read =
+        ReadRequest(fd, limits, first_byte_deadline_ms, head_deadline_ms, buffer, lease, &request);
     if (read.kind == ReadResult::Kind::kClosed) return;
     if (read.kind == ReadResult::Kind::kReject) {
       TANDEM_LOG(Debug) << "rejecting a request from " << peer << " with " << read.status << ": "
                         << read.message;
-      RejectConnection(fd, read.status, read.message, kLingerMs);
+      RejectConnection(fd, read.status, read.message, kLingerMs, read.retry_after_s);
       return;
     }
     SocketResponseWriter writer(fd, request.method == "HEAD", read.keep_alive, read.http10, context.stopping);

@@ -11,8 +11,11 @@
 
 namespace tandem::agent::http::internal {
 
+class BodyBudget;
+
 struct ConnectionContext {
   const HttpServerOptions* options = nullptr;
+  BodyBudget* body_budget = nullptr;  // request bodies of all connections; null: no shared limit
   const Handler* handler = nullptr;
   const std::atomic<bool>* stopping = nullptr;  // set by HttpServer::Stop()
 };
@@ -22,8 +25,9 @@ struct ConnectionContext {
 // Never throws: a throwing handler is logged and answered 500 when it had not answered.
 void ServeConnection(int fd, const std::string& peer, int64_t accepted_ms, const ConnectionContext& context);
 
-// Writes a whole error response (OpenAI error JSON, Connection: close) and ends our side of the
-// connection, waiting at most `linger_ms` for the client to read it. Does not close `fd`.
-void RejectConnection(int fd, int status, std::string_view message, int64_t linger_ms);
+// Writes a whole error response (OpenAI error JSON, Connection: close; Retry-After when
+// `retry_after_s` > 0) and ends our side of the connection, waiting at most `linger_ms` for the
+// client to read it. Does not close `fd`.
+void RejectConnection(int fd, int status, std::string_view message, int64_t linger_ms, int retry_after_s = 0);
 
 }  // namespace tandem::agent::http::internal

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "agent/http/connection.h"
+#include "agent/http/request_reader.h"
 #include "agent/http/socket_io.h"
 #include "common/logging.h"
 
@@ -66,7 +67,11 @@ struct HttpServer::Impl {
     bool done = false;  // guarded by mu
   };
 
+  explicit Impl(const HttpServerOptions& o)
+      : options(o), body_budget(o.max_buffered_body_bytes, o.body_bytes_free_per_request) {}
+
   HttpServerOptions options;
+  internal::BodyBudget body_budget;
   Handler handler;
   asio::io_context io;
   tcp::acceptor acceptor{io};
@@ -165,7 +170,7 @@ struct HttpServer::Impl {
   }
 
   void Run(Connection* connection, const std::string& peer, int64_t accepted_ms) {
-    internal::ConnectionContext context{&options, &handler, &stopping};
+    internal::ConnectionContext context{&options, &body_budget, &handler, &stopping};
     internal::ServeConnection(connection->socket.native_handle(), peer, accepted_ms, context);
     {
       // Admit() holds mu until the connection is listed, so this cannot overtake it.
@@ -220,8 +225,12 @@ StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpServerOptions&
   if (!handler) return Status::InvalidArgument("HttpServer::Start needs a handler");
   StatusOr<asio::ip::address> address = ParseHost(options.host);
   if (!address.ok()) return address.status();
-  auto impl = std::make_unique<Impl>();
-  impl->options = options;
+  if (options.max_buffered_body_bytes < options.max_body_bytes) {
+    return Status::InvalidArgument(
+        "HTTP max_buffered_body_bytes (" + std::to_string(options.max_buffered_body_bytes) +
+        ") is below max_body_bytes (" + std::to_string(options.max_body_bytes) + ")");
+  }
+  auto impl = std::make_unique<Impl>(options);
   impl->handler = std::move(handler);
   Status listened = impl->Listen(address.value());
   if (!listened.ok()) return listened;
@@ -238,6 +247,8 @@ StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpServerOptions&
 uint16_t HttpServer::port() const { return impl_->port; }
 
 size_t HttpServer::open_connections() const { return impl_->open_connections.load(); }
+
+size_t HttpServer::buffered_body_bytes() const { return impl_->body_budget.used(); }
 
 void HttpServer::Stop() {
   std::call_once(impl_->stop_once, [this] { impl_->StopNow(); });

@@ -11,6 +11,10 @@
 //   malformed request 400 (all with an OpenAI-shaped JSON error, then the connection closes); a
 //   body that stalls for idle_timeout_ms closes the connection;
 // - at most max_connections connections at once; one more is answered 503 and closed;
+// - request bodies held at once, all connections together, stay within max_buffered_body_bytes
+//   (beyond a small part of each that is not charged): a body that does not fit (its declared Content-Length
+//   at the end of the head, before it is read or "100 Continue" sent; a chunked body as it grows) is answered
+//   429 with Retry-After and the connection closes; its bytes go back when its handler returns;
 // - a write that cannot make progress for 30 s fails (the client stopped reading).
 // Keep-alive (and pipelining) is supported; a connection idle for idle_timeout_ms is closed.
 // "Expect: 100-continue" is answered by the server itself.
@@ -81,6 +85,12 @@ struct HttpServerOptions {
   int64_t header_timeout_ms = 10'000;
   int64_t idle_timeout_ms = 60'000;
   size_t max_connections = 1024;
+  // >= max_body_bytes. Bounds what bodies cost (1024 connections x 8 MiB would be 8 GiB): each
+  // request's first body_bytes_free_per_request bytes are not charged (bounded by max_connections
+  // instead, 64 MiB by default), so big bodies queued or trickling in cannot starve small ones.
+  // The handler's own copies (a parsed JSON document, token ids) are beside it, one per body.
+  size_t max_buffered_body_bytes = 256u << 20;
+  size_t body_bytes_free_per_request = 64u << 10;
 };
 
 class HttpServer {
@@ -94,6 +104,7 @@ class HttpServer {
 
   uint16_t port() const;
   size_t open_connections() const;
+  size_t buffered_body_bytes() const;  // charged against max_buffered_body_bytes now
 
   // Stops accepting, shuts every connection down (handlers see ClientGone) and joins all threads.
   // Idempotent and thread-safe. Returns once every handler has returned, so handlers must watch

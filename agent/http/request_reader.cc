@@ -36,6 +36,17 @@ ReadResult Reject(int status, std::string message) {
   return result;
 }
 
+ReadResult RefuseForBudget(const BodyLease& lease, size_t wanted) {
+  const BodyBudget& budget = *lease.budget();
+  const size_t more = wanted - std::max(budget.free_bytes(), lease.held());
+  ReadResult result =
+      Reject(429, "the server holds " + std::to_string(budget.used()) +
+                      " bytes of request bodies and cannot take " + std::to_string(more) +
+                      " more under its limit of " + std::to_string(budget.limit()) + "; retry later");
+  result.retry_after_s = 1;
+  return result;
+}
+
 ReadResult RejectForParseError(const beast::error_code& ec, const Parser& parser, const ReadLimits& limits) {
   if (ec == bhttp::error::body_limit) {
     // The parser stops at the header when Content-Length is over the limit; the field is stored.
@@ -89,14 +100,47 @@ bool ExpectsContinue(const Parser& parser) {
   return beast::iequals(parser.get()[bhttp::field::expect], "100-continue");
 }
 
+// The heap bytes the parser's body holds or is about to: the declared length before the body is
+// allocated (string_body reserves it), then what the string really took.
+size_t BodyBytes(const Parser& parser) {
+  size_t bytes = parser.get().body().capacity();
+  if (bytes <= std::string().capacity()) bytes = 0;  // held inside the string: no heap of its own
+  if (boost::optional<uint64_t> length = parser.content_length()) {
+    bytes = std::max<size_t>(bytes, static_cast<size_t>(*length));
+  }
+  return bytes;
+}
+
 }  // namespace
 
+bool BodyBudget::TryTake(size_t bytes) {
+  size_t used = used_.load();
+  do {
+    if (bytes > limit_ || used > limit_ - bytes) return false;
+  } while (!used_.compare_exchange_weak(used, used + bytes));
+  return true;
+}
+
+bool BodyLease::GrowTo(size_t bytes) {
+  if (bytes <= held_) return true;
+  if (budget_ != nullptr) {
+    const size_t charge = bytes > budget_->free_bytes() ? bytes - budget_->free_bytes() : 0;
+    if (charge > charged_ && !budget_->TryTake(charge - charged_)) return false;
+    charged_ = std::max(charged_, charge);
+  }
+  held_ = bytes;
+  return true;
+}
+
 ReadResult ReadRequest(int fd, const ReadLimits& limits, int64_t first_byte_deadline_ms,
-                       int64_t head_deadline_ms, beast::flat_buffer& buffer, HttpRequest* request) {
+                       int64_t head_deadline_ms, beast::flat_buffer& buffer, BodyLease& lease,
+                       HttpRequest* request) {
   Parser parser;
   parser.header_limit(static_cast<uint32_t>(std::min<size_t>(limits.max_header_bytes, UINT32_MAX)));
   parser.body_limit(limits.max_body_bytes);
-  parser.eager(true);
+  // Not eager until the head is parsed: put() stops there, so the body is reserved in the budget
+  // before the parser allocates it.
+  parser.eager(false);
   bool got_byte = buffer.size() > 0;
   if (got_byte && head_deadline_ms < 0) head_deadline_ms = NowMs() + limits.header_timeout_ms;
   bool sent_continue = false;
@@ -105,9 +149,13 @@ ReadResult ReadRequest(int fd, const ReadLimits& limits, int64_t first_byte_dead
     while (buffer.size() > 0 && !parser.is_done()) {
       size_t used = parser.put(buffer.data(), ec);
       buffer.consume(used);
-      if (ec == bhttp::error::need_more) break;
-      if (ec) return RejectForParseError(ec, parser, limits);
-      if (used == 0) break;
+      if (ec && ec != bhttp::error::need_more) return RejectForParseError(ec, parser, limits);
+      if (parser.is_header_done()) {
+        parser.eager(true);
+        const size_t wanted = BodyBytes(parser);
+        if (!lease.GrowTo(wanted)) return RefuseForBudget(lease, wanted);
+      }
+      if (ec == bhttp::error::need_more || used == 0) break;
     }
     if (parser.is_done()) break;
     if (parser.is_header_done() && !sent_continue && ExpectsContinue(parser)) {

@@ -258,6 +258,8 @@ void Engine::SampleAndEmit(Sequence& seq, std::span<const float> logits,
   RequestOutput out;
   out.id = seq.id;
   out.new_tokens.push_back(sample->token);
+  if (seq.tokens.size() == seq.prompt_len)
+    out.cached_prompt_tokens = static_cast<int64_t>(seq.cached_prompt_tokens);
   if (seq.params.logprobs >= 0) {
     out.new_token_logprobs.push_back(sample->logprob);
     out.top_logprobs.push_back(std::move(sample->top_logprobs));
@@ -272,6 +274,7 @@ void Engine::SampleAndEmit(Sequence& seq, std::span<const float> logits,
   if (out.finish) {
     ++counters_.finished[static_cast<size_t>(*out.finish)];
     states_.erase(id);
+    scheduler_->PublishPrompt(id);  // its prompt was computed: the next request may reuse it
     (void)scheduler_->Remove(id);
   } else if (config_.role == EngineRole::kPrefillOnly) {
     (void)scheduler_->HoldForExport(id);

@@ -535,6 +535,8 @@ TEST(EngineTest, PrefixCacheIsSharedWithinATenantOnly) {
   EXPECT_EQ(s.prefix_cache_hits, 1u);
   EXPECT_EQ(s.prefix_cache_hit_tokens, 12u);         // 3 whole pages of the 13-token prompt
   EXPECT_EQ(s.computed_tokens - computed, 1u + 4u);  // the last prompt token, then decode
+  EXPECT_EQ(first.cached_prompt_tokens, 0);
+  EXPECT_EQ(again.cached_prompt_tokens, 12);  // reported with the first token (usage.cached_tokens)
   EXPECT_EQ(again.tokens, first.tokens);
   EXPECT_EQ(first.tokens, HashGreedyReference(r.prompt, 5));
   r.tenant = "org-2";  // same prompt, another tenant: no sharing
@@ -544,6 +546,25 @@ TEST(EngineTest, PrefixCacheIsSharedWithinATenantOnly) {
   EXPECT_EQ(other.tokens, first.tokens);
   EXPECT_EQ(s.pages_held, s.prefix_cache_pages);
   EXPECT_EQ(s.prefix_cache_pages, 6u);  // 3 pages per tenant
+}
+
+// A request that ends at its first token (max_tokens 1: a prefill-only probe, a classifier) is
+// never scheduled again, where running requests publish their prompt: it publishes as it ends.
+TEST(EngineTest, ARequestEndingAtItsFirstTokenStillPublishesItsPrompt) {
+  EngineConfig config;
+  config.prefix_cache = true;
+  HashEngine h(32, 4, config);
+  Engine& e = *h.engine;
+  Request r = GreedyRequest(Prompt(13, 4), 1);
+  r.tenant = "org-1";
+  const RunResult first = RunUntilFinished(e, e.Submit(r).value());
+  ASSERT_EQ(first.tokens.size(), 1u);
+  EXPECT_EQ(e.Stats().prefix_cache_pages, 3u);
+  const RunResult again = RunUntilFinished(e, e.Submit(r).value());
+  EXPECT_EQ(again.cached_prompt_tokens, 12);
+  EXPECT_EQ(again.tokens, first.tokens);
+  EXPECT_EQ(e.Stats().prefix_cache_hits, 1u);
+  EXPECT_EQ(e.Stats().pages_held, e.Stats().prefix_cache_pages);
 }
 
 TEST(EngineTest, RequestsTooLongForThePoolFinishWithLength) {

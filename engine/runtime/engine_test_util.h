@@ -46,6 +46,7 @@ struct RunResult {
   std::optional<FinishReason> finish;
   std::string detail;
   int finishes = 0;
+  int64_t cached_prompt_tokens = 0;  // what the first token's output reported
 };
 
 // Steps `engine` until request `id` finishes (or max_steps pass), collecting its outputs.
@@ -54,6 +55,7 @@ inline RunResult RunUntilFinished(Engine& engine, RequestId id, int max_steps = 
   for (int s = 0; s < max_steps && !r.finish; ++s) {
     for (const RequestOutput& out : engine.Step()) {
       if (out.id != id) continue;
+      if (r.tokens.empty() && !out.new_tokens.empty()) r.cached_prompt_tokens = out.cached_prompt_tokens;
       r.tokens.insert(r.tokens.end(), out.new_tokens.begin(), out.new_tokens.end());
       if (out.finish) {
         r.finish = out.finish;

@@ -73,6 +73,9 @@ struct RequestOutput {
   std::string text_delta;                               // detokenized text safe to stream (may be empty)
   std::optional<FinishReason> finish;                   // set exactly once, on the request's last output
   std::string finish_detail;                            // e.g. the matched stop string, an abort reason
+  // On the output that carries a request's first generated token: how many of its prompt tokens
+  // were served from the prefix cache (usage.prompt_tokens_details.cached_tokens); 0 otherwise.
+  int64_t cached_prompt_tokens = 0;
   // Prefill-only role: the request's KV was handed off to a decode engine (Engine::FinishExport);
   // this is its last output here, and `finish` stays unset (the decode side finishes it).
   bool exported = false;

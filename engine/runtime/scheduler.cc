@@ -229,6 +229,10 @@ StepPlan Scheduler::Schedule() {
   return plan;
 }
 
+void Scheduler::PublishPrompt(RequestId id) {
+  if (Sequence* seq = Find(id); seq != nullptr && seq->phase == SeqPhase::kRunning) Publish(*seq);
+}
+
 Status Scheduler::HoldForExport(RequestId id) {
   Sequence* seq = Find(id);
   if (seq == nullptr || seq->phase != SeqPhase::kRunning) {

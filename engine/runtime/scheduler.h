@@ -109,6 +109,11 @@ class Scheduler {
   // Its pages stay until Remove. FailedPrecondition unless it is running.
   Status HoldForExport(RequestId id);
 
+  // Publishes a running request's whole prompt pages to the prefix cache now (no-op if they are
+  // already, if its prompt is not computed, or without a cache). For a request that finished at
+  // its first token: running requests publish at the next Schedule(), which it never sees.
+  void PublishPrompt(RequestId id);
+
   // Takes a request out of the scheduler in any phase (finish, cancel, abort, export released),
   // releasing its pages (deferred while a transfer is in flight). NotFound for an unknown id.
   StatusOr<std::unique_ptr<Sequence>> Remove(RequestId id);

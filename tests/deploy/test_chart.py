@@ -15,6 +15,9 @@
                   filesystem and CPU/memory requests and limits.
   RbacTest        no wildcards; cluster-wide or namespaced as configured; the Lease rules are a
                   Role limited to the Lease's name; the Deployment's flags match the RBAC.
+  CertManagerTest agentTLS.certManager: per agent namespace, the Certificate whose Secret a
+                  ModelDeployment's spec.tls names (the CRD's default serverName as its SAN,
+                  server + client auth), signed by a private CA chain or by the issuer given.
 
 Run: .venv/bin/python tests/deploy/test_chart.py
 """
@@ -33,7 +36,8 @@ from deploy_lib import (CHART, HELM_VERSION, NAMESPACE, REPO, VALUE_SETS, find, 
                         kube_version, pod_templates, rbac_grants, render, restricted_violations)
 
 # Kinds that are CRDs of other projects: kubernetes-validate has no schema for them.
-NO_SCHEMA_KINDS = {"monitoring.coreos.com/v1": {"ServiceMonitor", "PodMonitor", "PrometheusRule"}}
+NO_SCHEMA_KINDS = {"monitoring.coreos.com/v1": {"ServiceMonitor", "PodMonitor", "PrometheusRule"},
+                   "cert-manager.io/v1": {"Certificate", "Issuer"}}
 
 
 def schema_versions():
@@ -153,7 +157,7 @@ class SchemaTest(unittest.TestCase):
                             kubernetes_validate.validate(doc, v, strict=True)
                         except kubernetes_validate.ValidationError as e:
                             self.fail("%s: %s at %s" % (what, e.message, "/".join(str(p) for p in e.path)))
-        self.assertEqual(skipped, {"ServiceMonitor", "PodMonitor", "PrometheusRule"})
+        self.assertEqual(skipped, {"ServiceMonitor", "PodMonitor", "PrometheusRule", "Certificate", "Issuer"})
 
 
 class PodSecurityTest(unittest.TestCase):
@@ -238,6 +242,57 @@ class RbacTest(unittest.TestCase):
         self.assertEqual((c["readinessProbe"]["httpGet"]["path"], c["readinessProbe"]["httpGet"]["port"]),
                          ("/readyz", "health"))
         self.assertIn("--agent-image=ghcr.io/tandem-dev/tandem-agent:0.1.0", c["args"])
+
+
+class CertManagerTest(unittest.TestCase):
+    def crd_tls_defaults(self):
+        with open(os.path.join(REPO, "crds", "tandem.dev_modeldeployments.yaml")) as f:
+            crd = yaml.safe_load(f)
+        spec = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+        return spec["properties"]["tls"]["properties"]
+
+    def test_off_by_default(self):
+        self.assertEqual([d for d in render(None) if d["apiVersion"] == "cert-manager.io/v1"], [])
+
+    def test_private_ca_chain_per_agent_namespace(self):
+        docs = render(VALUE_SETS["all-features"])
+        tls = self.crd_tls_defaults()
+        for ns in ("llm", "llm-staging"):
+            mine = [d for d in docs if d["apiVersion"] == "cert-manager.io/v1" and d["metadata"]["namespace"] == ns]
+            by_name = {(d["kind"], d["metadata"]["name"]): d for d in mine}
+            self.assertEqual(len(mine), 4, ns)
+            bootstrap = by_name[("Issuer", "tandem-agent-ca-bootstrap")]
+            self.assertEqual(bootstrap["spec"], {"selfSigned": {}})
+            ca = by_name[("Certificate", "tandem-agent-ca")]
+            self.assertTrue(ca["spec"]["isCA"])
+            self.assertEqual(ca["spec"]["issuerRef"]["name"], "tandem-agent-ca-bootstrap")
+            issuer = by_name[("Issuer", "tandem-agent-ca")]
+            self.assertEqual(issuer["spec"]["ca"]["secretName"], ca["spec"]["secretName"])
+            leaf = by_name[("Certificate", "tandem-agent-tls")]["spec"]
+            self.assertEqual(leaf["secretName"], "tandem-agent-tls")
+            self.assertEqual(leaf["dnsNames"], [tls["serverName"]["default"]])  # what agents check
+            self.assertIn("server auth", leaf["usages"])
+            self.assertIn("client auth", leaf["usages"])
+            self.assertEqual(leaf["issuerRef"], {"name": "tandem-agent-ca", "kind": "Issuer",
+                                                 "group": "cert-manager.io"})
+            self.assertEqual(leaf["privateKey"]["rotationPolicy"], "Always")
+
+    def test_existing_issuer_and_namespaces(self):
+        docs = render(None, "--set", "agentTLS.certManager.enabled=true", "--set",
+                      "agentTLS.certManager.issuerRef.name=corp-ca", "--set",
+                      "agentTLS.certManager.namespaces={a,b,c}", "--set", "agentTLS.certManager.serverName=agents.llm")
+        mine = [d for d in docs if d["apiVersion"] == "cert-manager.io/v1"]
+        self.assertEqual(sorted((d["kind"], d["metadata"]["namespace"]) for d in mine),
+                         [("Certificate", "a"), ("Certificate", "b"), ("Certificate", "c")])
+        for d in mine:
+            self.assertEqual(d["spec"]["issuerRef"], {"name": "corp-ca", "kind": "ClusterIssuer",
+                                                      "group": "cert-manager.io"})
+            self.assertEqual(d["spec"]["dnsNames"], ["agents.llm"])
+
+    def test_schema_refuses_bad_names(self):
+        out = helm("template", "t", CHART, "--set", "agentTLS.certManager.secretName=Bad_Name", check=False)
+        self.assertNotEqual(out.returncode, 0)
+        self.assertIn("secretName", out.stderr)
 
 
 if __name__ == "__main__":

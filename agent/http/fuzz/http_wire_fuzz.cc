@@ -3,13 +3,16 @@
 // streams, HEAD). Built with clang by scripts/fuzz.sh, not by CMake.
 //
 // Input: byte 0 picks the body limit, byte 1 the header limit, byte 2 how each request is
-// answered; the rest is what a client sends on one connection (pipelined requests, garbage, a
-// request cut short). The bytes go through a socketpair whose client half is then shut, exactly
-// as the server reads a socket.
+// answered and the body budget (bit 4: half the body limit, so bigger bodies are refused 429;
+// bit 3: 64 bytes of each body free of charge); the rest is what a client sends on one connection
+// (pipelined requests, garbage, a request cut short). The bytes go through a socketpair whose
+// client half is then shut, exactly as the server reads a socket.
 // Invariants beyond "no crash, no sanitizer report, no exception":
 // - a request that parses has a method, a target that splits into path + query, lower-case
 //   header names without duplicates, and a body within the limit;
-// - a refusal is 400, 413 or 431 with a message, and ends the connection;
+// - a refusal is 400, 413, 429 (with Retry-After, only over the budget) or 431 with a message,
+//   and ends the connection; a request is charged exactly its body's heap bytes beyond the free
+//   part, never more than the limit, and every byte goes back;
 // - every answer a client reads back parses with a strict HTTP/1.1 response parser: the status
 //   sent, the body (or the chunked stream's chunks, in order, the empty ones skipped; nothing
 //   for HEAD) byte for byte, and Connection: close exactly when the reader said no keep-alive;
@@ -18,13 +21,16 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http/parser.hpp>
 #include <boost/beast/http/string_body.hpp>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -36,6 +42,8 @@ namespace {
 
 namespace bhttp = boost::beast::http;
 using tandem::agent::http::HttpRequest;
+using tandem::agent::http::internal::BodyBudget;
+using tandem::agent::http::internal::BodyLease;
 using tandem::agent::http::internal::NowMs;
 using tandem::agent::http::internal::ReadLimits;
 using tandem::agent::http::internal::ReadRequest;
@@ -57,6 +65,42 @@ std::string Drain(int fd) {
   }
   return out;
 }
+
+// Reads the client half on a thread while the server half writes: a stream of many tiny chunks
+// outgrows the socket buffer (AF_UNIX charges every small write its full buffer overhead), so a
+// reader that only came afterwards would leave SendAll waiting on it, as no real client does.
+class ClientReader {
+ public:
+  explicit ClientReader(int fd) : fd_(fd) {
+    Check(pipe(wake_) == 0);
+    thread_ = std::thread([this] { Run(); });
+  }
+  ~ClientReader() {
+    close(wake_[0]);
+    close(wake_[1]);
+  }
+  // Everything the client half read, once the writer has finished.
+  std::string Finish() {
+    Check(write(wake_[1], "x", 1) == 1);
+    thread_.join();
+    out_ += Drain(fd_);
+    return std::move(out_);
+  }
+
+ private:
+  void Run() {
+    for (;;) {
+      out_ += Drain(fd_);
+      pollfd p[2] = {{fd_, POLLIN, 0}, {wake_[0], POLLIN, 0}};
+      Check(poll(p, 2, -1) > 0);
+      if (p[1].revents != 0) return;
+    }
+  }
+  int fd_;
+  int wake_[2];
+  std::string out_;
+  std::thread thread_;
+};
 
 void CheckRequest(const HttpRequest& r, const ReadLimits& limits) {
   Check(!r.method.empty() && !r.target.empty());
@@ -87,6 +131,9 @@ void Answer(int server, int client, const HttpRequest& r, const ReadResult& read
   const int status = stream ? 200 : 200 + (mode & 6) * 50;  // 200, 300, 400, 500: all carry bodies
   std::string expected;
   for (const std::string& p : pieces) expected += p;
+  // A few writes fit the socket buffer; a long stream of tiny chunks needs a reader meanwhile.
+  std::optional<ClientReader> reader;
+  if (stream && pieces.size() > 64) reader.emplace(client);
   if (stream) {
     Check(writer.BeginStream(status, "text/event-stream", {{"X-Accel-Buffering", "no"}}));
     for (const std::string& p : pieces) Check(writer.WriteChunk(p));
@@ -94,7 +141,7 @@ void Answer(int server, int client, const HttpRequest& r, const ReadResult& read
   } else {
     writer.Send(status, "application/json", expected, {{"Retry-After", "1"}});
   }
-  const std::string wire = Drain(client);
+  const std::string wire = reader ? reader->Finish() : Drain(client);
   if (stream && read.http10) {
     // No chunked encoding: the head, then the body raw, ended by the close.
     const size_t end = wire.find("\r\n\r\n");
@@ -140,21 +187,31 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Check(tandem::agent::http::internal::SendAll(
       client, std::string_view(reinterpret_cast<const char*>(data) + 3, size - 3), 1000));
   Check(shutdown(client, SHUT_WR) == 0);
+  const bool budgeted = (mode & 16) != 0;
+  BodyBudget budget(budgeted ? limits.max_body_bytes / 2 : limits.max_body_bytes, (mode & 8) != 0 ? 64 : 0);
   boost::beast::flat_buffer buffer;
   for (int i = 0; i < 64; ++i) {
+    BodyLease lease(&budget);
     HttpRequest request;
-    const ReadResult read = ReadRequest(server, limits, NowMs() + 1000, -1, buffer, &request);
+    const ReadResult read = ReadRequest(server, limits, NowMs() + 1000, -1, buffer, lease, &request);
+    Check(lease.charged() <= budget.limit() && budget.used() == lease.charged());
+    Check(lease.charged() == (lease.held() > budget.free_bytes() ? lease.held() - budget.free_bytes() : 0));
     if (read.kind == ReadResult::Kind::kClosed) break;
     if (read.kind == ReadResult::Kind::kReject) {
-      Check(read.status == 400 || read.status == 413 || read.status == 431);
+      Check(read.status == 400 || read.status == 413 || read.status == 431 ||
+            (budgeted && read.status == 429));
+      Check((read.status == 429) == (read.retry_after_s == 1));
       Check(!read.message.empty());
       break;
     }
+    // Every heap byte of the body is charged (a short one lives inside the string).
+    Check(request.body.capacity() <= std::string().capacity() || lease.held() >= request.body.capacity());
     CheckRequest(request, limits);
     (void)Drain(client);  // a "100 Continue" the reader sent
     Answer(server, client, request, read, mode);
     if (!read.keep_alive || (read.http10 && (mode & 1) != 0)) break;
   }
+  Check(budget.used() == 0);
   close(server);
   close(client);
   return 0;
