@@ -24,6 +24,7 @@
 
 #include "engine/model/model_config.h"
 #include "tools/commands.h"
+#include "tools/local_pki.h"
 #include "tools/local_support.h"
 
 namespace tandem::tools {
@@ -42,7 +43,10 @@ constexpr char kUsage[] =
     "                    [--transfer-timeout-ms N] [--ready-file PATH] [--agent PATH]\n"
     "                    [--no-prefix-cache] [--no-page-tags] [--no-transfer-checksum]\n"
     "                    [--enable-fault-injection (tests: honour x-tandem-fault)]\n"
-    "                    [--restart-agents (start a prefill or decode agent again when it exits)]\n";
+    "                    [--restart-agents (start a prefill or decode agent again when it exits)]\n"
+    "                    [--tls (mutual TLS between the agents, from a throwaway private CA)]\n"
+    "                    [--tls-dir DIR (mutual TLS from DIR/ca.crt, tls.crt, tls.key)]\n"
+    "                    [--tls-server-name NAME (the DNS name in their certificate, tandem-agent)]\n";
 
 struct LocalArgs {
   std::string model = "models/tool-tiny";
@@ -63,6 +67,9 @@ struct LocalArgs {
   bool no_page_tags = false;
   bool no_transfer_checksum = false;
   bool restart_agents = false;
+  bool tls = false;     // --tls or --tls-dir
+  std::string tls_dir;  // --tls-dir: certificates given; empty: made for this run
+  std::string tls_server_name = "tandem-agent";
 };
 
 bool ParseArgs(const std::vector<std::string>& args, LocalArgs* out) {
@@ -73,6 +80,7 @@ bool ParseArgs(const std::vector<std::string>& args, LocalArgs* out) {
                         : flag == "--no-page-tags"         ? &out->no_page_tags
                         : flag == "--no-transfer-checksum" ? &out->no_transfer_checksum
                         : flag == "--restart-agents"       ? &out->restart_agents
+                        : flag == "--tls"                  ? &out->tls
                                                            : nullptr;
     if (switch_flag != nullptr) {
       *switch_flag = true;
@@ -122,6 +130,11 @@ bool ParseArgs(const std::vector<std::string>& args, LocalArgs* out) {
       out->ready_file = v;
     } else if (flag == "--agent") {
       out->agent = v;
+    } else if (flag == "--tls-dir") {
+      out->tls_dir = v;
+      out->tls = true;
+    } else if (flag == "--tls-server-name") {
+      out->tls_server_name = v;
     } else {
       return false;
     }
@@ -169,6 +182,39 @@ int RunLocal(const std::vector<std::string>& raw) {
     std::fprintf(stderr, "tandem local: %s\n", agent.status().ToString().c_str());
     return 1;
   }
+  // Mutual TLS on every gRPC hop (router -> prefill -> decode): one certificate for all the
+  // agents, as one cert-manager Certificate serves a deployment's pods. A CA made here lives in a
+  // private temporary directory removed on exit.
+  std::string made_pki_dir;
+  LocalPki pki;
+  if (args.tls) {
+    StatusOr<LocalPki> got = Status::Ok();
+    if (!args.tls_dir.empty()) {
+      got = LocalPkiIn(args.tls_dir);
+    } else {
+      std::string tmpl = (fs::temp_directory_path() / "tandem-local-tls-XXXXXX").string();
+      if (mkdtemp(tmpl.data()) == nullptr) {
+        got = Status::Unavailable("tls: cannot make a temporary directory under " +
+                                  fs::temp_directory_path().string());
+      } else {
+        made_pki_dir = tmpl;
+        got = MakeLocalPki(made_pki_dir, args.tls_server_name);
+      }
+    }
+    if (!got.ok()) {
+      std::fprintf(stderr, "tandem local: %s\n", got.status().ToString().c_str());
+      if (!made_pki_dir.empty()) fs::remove_all(made_pki_dir);
+      return 1;
+    }
+    pki = *got;
+  }
+  struct RemoveDir {
+    std::string dir;
+    ~RemoveDir() {
+      std::error_code ec;
+      if (!dir.empty()) fs::remove_all(dir, ec);
+    }
+  } remove_pki{made_pki_dir};
   const std::string key = args.api_key.empty() ? RandomKey() : args.api_key;
   const std::string name = fs::path(args.model).filename().string();
 
@@ -191,9 +237,14 @@ int RunLocal(const std::vector<std::string>& raw) {
     if (args.no_prefix_cache) a.push_back("--no-prefix-cache");
     if (args.no_page_tags) a.push_back("--no-page-tags");
     if (args.no_transfer_checksum) a.push_back("--no-transfer-checksum");
+    if (args.tls) {
+      a.insert(a.end(), {"--tls-cert", pki.cert_file, "--tls-key", pki.key_file, "--tls-ca", pki.ca_file,
+                         "--tls-server-name", args.tls_server_name});
+    }
     return a;
   };
   std::vector<std::string> prefill_endpoints, decode_endpoints;
+  std::string grpc_json;  // {"prefill-0": "127.0.0.1:N", ...}: each pool member's gRPC endpoint
   auto start_pool = [&](const char* role, int n, const std::string& dir, const std::string& weights,
                         const std::string& kv, std::vector<std::string>* endpoints) -> Status {
     for (int i = 0; i < n; ++i) {
@@ -224,6 +275,7 @@ int RunLocal(const std::vector<std::string>& raw) {
                                           std::to_string(metrics)}),
                                   metrics));
       endpoints->push_back("127.0.0.1:" + std::to_string(grpc));
+      grpc_json += (grpc_json.empty() ? "\"" : ", \"") + label + "\": \"" + endpoints->back() + "\"";
     }
     return Status::Ok();
   };
@@ -266,6 +318,10 @@ int RunLocal(const std::vector<std::string>& raw) {
               args.decode_weights.c_str(), args.decode_kv.c_str());
   std::printf("  OPENAI_BASE_URL=%s\n  OPENAI_API_KEY=%s\n  model: %s\n", url.c_str(), key.c_str(),
               name.c_str());
+  if (args.tls) {
+    std::printf("  agent gRPC: mutual TLS, name %s, CA %s%s\n", args.tls_server_name.c_str(),
+                pki.ca_file.c_str(), made_pki_dir.empty() ? "" : " (made for this run)");
+  }
   std::printf("  metrics:%s\n  Ctrl-C stops the stack.\n", stack.MetricsUrls().c_str());
   std::fflush(stdout);
   // The ready file names every agent's pid and restart count; a restarted agent's new pid
@@ -275,7 +331,14 @@ int RunLocal(const std::vector<std::string>& raw) {
     std::ofstream ready(args.ready_file + ".tmp");
     ready << "{\"base_url\": \"" << url << "\", \"api_key\": \"" << key << "\", \"model\": \"" << name
           << "\", \"metrics\": " << stack.MetricsJson() << ", \"pids\": " << stack.PidsJson()
-          << ", \"restarts\": " << stack.RestartsJson() << "}\n";
+          << ", \"restarts\": " << stack.RestartsJson() << ", \"grpc\": {" << grpc_json << "}, \"tls\": ";
+    if (args.tls) {
+      ready << "{\"ca\": \"" << pki.ca_file << "\", \"cert\": \"" << pki.cert_file << "\", \"key\": \""
+            << pki.key_file << "\", \"server_name\": \"" << args.tls_server_name << "\"}";
+    } else {
+      ready << "null";
+    }
+    ready << "}\n";
     ready.close();
     fs::rename(args.ready_file + ".tmp", args.ready_file);
   };

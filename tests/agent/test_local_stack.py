@@ -11,6 +11,7 @@ import os
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -20,6 +21,9 @@ import unittest
 import urllib.request
 
 import openai
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from tandem_local import TandemLocal  # noqa: E402
 
 TANDEM = os.environ.get("TANDEM_BIN", "")
 MODEL = sys.argv.pop(1) if len(sys.argv) > 1 else ""
@@ -56,40 +60,13 @@ def metric(text, name, labels=""):
     return None
 
 
-class LocalStack:
+class LocalStack(TandemLocal):
     def __init__(self, *extra):
-        self.dir = tempfile.mkdtemp(prefix="tandem_local_")
-        ready = os.path.join(self.dir, "ready.json")
-        self.proc = subprocess.Popen(
-            [TANDEM, "local", "--model", MODEL, "--port", "0", "--ready-file", ready, "--enable-fault-injection",
-             "--transfer-timeout-ms", "3000", *extra], stdout=subprocess.PIPE, stderr=sys.stderr, text=True)
-        deadline = time.time() + 180
-        while not os.path.exists(ready):
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"tandem local exited with {self.proc.returncode} before it was ready")
-            if time.time() > deadline:
-                self.proc.kill()
-                raise RuntimeError("tandem local was not ready within 180 s")
-            time.sleep(0.1)
-        with open(ready) as f:
-            self.info = json.load(f)
-        self.client = openai.OpenAI(base_url=self.info["base_url"], api_key=self.info["api_key"], max_retries=0,
-                                    timeout=60)
-        self.model = self.info["model"]
+        super().__init__(TANDEM, MODEL, "--enable-fault-injection", "--transfer-timeout-ms", "3000", *extra)
+        self.client = openai.OpenAI(base_url=self.base_url, api_key=self.api_key, max_retries=0, timeout=60)
 
     def metrics(self, agent):
         return get(self.info["metrics"][agent])
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGINT)
-        try:
-            out, _ = self.proc.communicate(timeout=60)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            out, _ = self.proc.communicate()
-        shutil.rmtree(self.dir, ignore_errors=True)
-        return self.proc.returncode, out
 
 
 class LocalStackTest(unittest.TestCase):
@@ -100,8 +77,9 @@ class LocalStackTest(unittest.TestCase):
 
     @classmethod
     def tearDownClass(cls):
-        rc, out = cls.stack.stop()
-        assert rc == 0, f"tandem local exited {rc} on Ctrl-C"
+        rc = cls.stack.stop()
+        out = cls.stack.final_output
+        assert rc == 0, f"tandem local exited {rc} on Ctrl-C:\n{out[-4000:]}"
         assert "OPENAI_BASE_URL=" in out and "OPENAI_API_KEY=" in out, out
 
     def chat(self, text, **kw):
@@ -324,6 +302,85 @@ class KillDecodeTest(unittest.TestCase):
             self.assertEqual(used, 0)
         finally:
             stack.stop()
+
+
+class TlsStackTest(unittest.TestCase):
+    """`tandem local --tls`: every gRPC hop (router -> prefill -> decode) on mutual TLS from a CA made
+    for the run, and a router that reaches a member again after it refused a connection (a router
+    serves no gRPC of its own, so only its pending calls keep its sockets polled)."""
+
+    def setUp(self):
+        self.stack = LocalStack("--tls", "--restart-agents", "--no-prefix-cache")
+        self.tls = self.stack.info["tls"]
+
+    def tearDown(self):
+        pki_dir = os.path.dirname(self.tls["ca"])
+        self.assertEqual(self.stack.stop(), 0, self.stack.final_output[-4000:])
+        self.assertFalse(os.path.exists(pki_dir), "the CA made for the run outlived it")
+
+    def handshake(self, endpoint, cert=True):
+        """The first bytes the gRPC server sends after a TLS handshake with the run's CA (and its
+        certificate when `cert`) and the HTTP/2 preface: an HTTP/2 SETTINGS frame, or b"" / an SSL
+        error when the server refuses the client."""
+        host, port = endpoint.rsplit(":", 1)
+        ctx = ssl.create_default_context(cafile=self.tls["ca"])
+        ctx.set_alpn_protocols(["h2"])
+        if cert:
+            ctx.load_cert_chain(self.tls["cert"], self.tls["key"])
+        with socket.create_connection((host, int(port)), timeout=5) as raw:
+            with ctx.wrap_socket(raw, server_hostname=self.tls["server_name"]) as s:
+                s.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0]))
+                return s.recv(9)
+
+    def plaintext(self, endpoint):
+        host, port = endpoint.rsplit(":", 1)
+        with socket.create_connection((host, int(port)), timeout=5) as s:
+            s.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0]))
+            try:
+                return s.recv(9)
+            except (ConnectionResetError, socket.timeout):
+                return b""
+
+    def chat_tokens(self):
+        r = self.stack.client.chat.completions.create(model=self.stack.model, max_tokens=6, temperature=0,
+                                                      messages=[{"role": "user", "content": "Hello over TLS"}],
+                                                      extra_body={"ignore_eos": True})
+        return r.usage.completion_tokens
+
+    def test_mutual_tls_on_every_hop_and_a_refused_member_is_reached_again(self):
+        self.assertEqual(self.tls["server_name"], "tandem-agent")
+        self.assertEqual(self.chat_tokens(), 6)
+        moved = metric(self.stack.metrics("decode-0"), "tandem_kv_transfer_bytes_total", 'direction="in"')
+        self.assertGreater(moved, 0, "no KV pages reached the decode agent")
+        for label, endpoint in self.stack.info["grpc"].items():
+            frame = self.handshake(endpoint)
+            self.assertEqual(len(frame), 9, label)
+            self.assertEqual(frame[3], 4, "%s: the server's first frame is SETTINGS" % label)
+            try:
+                refused = self.handshake(endpoint, cert=False)
+            except (ssl.SSLError, ConnectionResetError):
+                refused = b""
+            self.assertEqual(refused, b"", "%s served a client without a certificate" % label)
+            self.assertEqual(self.plaintext(endpoint), b"", "%s answered plaintext HTTP/2" % label)
+
+        # The decode agent dies; tandem local starts it again on the same port. Until it listens
+        # the router's connection attempts are refused; it must then reach it over mTLS again.
+        os.kill(self.stack.info["pids"]["decode-0"], signal.SIGKILL)
+        deadline = time.time() + 90
+        while self.stack.read_info()["restarts"]["decode-0"] < 1:
+            self.assertLess(time.time(), deadline, "decode-0 was not restarted")
+            time.sleep(0.2)
+        # Requests fail (503) until the router has polled the new agent; then they are served.
+        while True:
+            try:
+                self.assertEqual(self.chat_tokens(), 6)
+                break
+            except openai.APIStatusError as e:
+                self.assertLess(time.time(), deadline, "the router never reached the restarted decode agent: %s\n%s"
+                                % (e, self.stack.output()))
+                time.sleep(0.5)
+        self.assertEqual(metric(get(self.stack.metrics_url("router")), "tandem_router_members",
+                                'state="ready",target_pool="decode"'), 1)
 
 
 if __name__ == "__main__":

@@ -18,13 +18,14 @@ import argparse
 import json
 import os
 import random
-import subprocess
 import sys
-import tempfile
 import threading
 import time
 import urllib.error
 import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from tandem_local import TandemLocal  # noqa: E402
 
 TANDEM = os.environ.get("TANDEM_BIN", "")
 TENANTS = 8
@@ -34,32 +35,18 @@ WORDS = ("amber basin cedar delta ember fjord garnet harbor iris jasper kestrel 
          "ocean pebble quiet ridge summit timber upland vista wharf").split()
 
 
-class Stack:
+class Stack(TandemLocal):
     def __init__(self, model, keys):
-        self.dir = tempfile.mkdtemp(prefix="tandem_tenants_")
-        ready = os.path.join(self.dir, "ready.json")
-        args = [TANDEM, "local", "--model", model, "--port", "0", "--ready-file", ready, "--prefill", "2",
-                "--decode", "1", "--prefill-weights", "bf16", "--decode-weights", "bf16"]
+        args = ["--prefill", "2", "--decode", "1", "--prefill-weights", "bf16", "--decode-weights", "bf16"]
         for key, tenant in keys:
             args += ["--tenant-key", f"{key}:{tenant}"]
-        self.log = open(os.path.join(self.dir, "local.log"), "w")
-        self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT)
-        deadline = time.time() + 180
-        while not os.path.exists(ready):
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"tandem local exited with {self.proc.returncode}; log {self.log.name}")
-            if time.time() > deadline:
-                self.proc.kill()
-                raise RuntimeError("tandem local was not ready within 180 s")
-            time.sleep(0.1)
-        with open(ready) as f:
-            self.info = json.load(f)
+        super().__init__(TANDEM, model, *args)
 
     def complete(self, key, prompt):
         """(status, cached prompt tokens, prompt tokens) of a 1-token greedy completion."""
-        body = json.dumps({"model": self.info["model"], "prompt": prompt, "max_tokens": 1,
+        body = json.dumps({"model": self.model, "prompt": prompt, "max_tokens": 1,
                            "temperature": 0}).encode()
-        request = urllib.request.Request(self.info["base_url"] + "/completions", data=body, headers={
+        request = urllib.request.Request(self.base_url + "/completions", data=body, headers={
             "Content-Type": "application/json", "Authorization": f"Bearer {key}"})
         try:
             with urllib.request.urlopen(request, timeout=60) as r:
@@ -68,15 +55,6 @@ class Stack:
                 return 200, int(details.get("cached_tokens", 0)), int(usage["prompt_tokens"])
         except urllib.error.HTTPError as e:
             return e.code, None, None
-
-    def stop(self):
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        self.log.close()
 
 
 def main():

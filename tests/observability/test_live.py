@@ -21,7 +21,6 @@ import math
 import os
 import re
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -38,6 +37,9 @@ import obs_lib
 
 sys.path.insert(0, os.path.join(obs_lib.REPO, "tests", "controller"))
 import e2e_lib  # noqa: E402  (kube-sim, kubectl and tandem-controller as processes)
+
+sys.path.insert(0, os.path.join(obs_lib.REPO, "tests"))
+from tandem_local import TandemLocal  # noqa: E402
 
 TANDEM = os.environ.get("TANDEM_BIN", "")
 MODEL = sys.argv.pop(1) if len(sys.argv) > 1 else ""
@@ -72,39 +74,10 @@ def host_port(url):
     return urllib.parse.urlsplit(url).netloc
 
 
-class LocalStack:
+def local_stack(work):
     """`tandem local` with fault injection on, as tests/agent/test_local_stack.py starts it."""
-
-    def __init__(self, work):
-        ready = os.path.join(work, "ready.json")
-        self.log = open(os.path.join(work, "local.log"), "w+")
-        self.proc = subprocess.Popen(
-            [TANDEM, "local", "--model", MODEL, "--port", "0", "--ready-file", ready, "--enable-fault-injection",
-             "--transfer-timeout-ms", "3000"], stdout=self.log, stderr=subprocess.STDOUT)
-
-        def is_ready():
-            if self.proc.poll() is not None:
-                raise AssertionError("tandem local exited %s: %s" % (self.proc.returncode, self.output()))
-            return os.path.exists(ready)
-
-        wait_until(is_ready, 120, "tandem local")
-        with open(ready) as f:
-            self.info = json.load(f)
-
-    def output(self):
-        self.log.flush()
-        with open(self.log.name) as f:
-            return f.read()
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGINT)
-            try:
-                self.proc.wait(60)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.log.close()
+    return TandemLocal(TANDEM, MODEL, "--enable-fault-injection", "--transfer-timeout-ms", "3000", timeout=120,
+                       work_dir=work)
 
 
 class ControllerInSim:
@@ -252,7 +225,7 @@ class LiveTest(unittest.TestCase):
 
         t = threading.Thread(target=start_controller)
         t.start()
-        cls.stack = LocalStack(cls.work)
+        cls.stack = local_stack(cls.work)
         t.join()
         cls.controller = started.get("controller")
         if "error" in started:

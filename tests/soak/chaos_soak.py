@@ -32,12 +32,14 @@ import json
 import os
 import random
 import signal
-import subprocess
 import sys
 import tempfile
 import threading
 import time
 import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from tandem_local import NotReady, TandemLocal  # noqa: E402
 
 FAULTS_THAT_FAIL = ("tag", "digest", "hang", "late_write")  # the victim gets an error
 INTEGRITY_FAULTS = ("tag", "digest")  # counted by the decode agent's integrity checks
@@ -97,8 +99,7 @@ class Soak:
         self.args = args
         self.rng = random.Random(args.seed)
         self.dir = tempfile.mkdtemp(prefix="tandem-soak-")
-        self.ready_path = os.path.join(self.dir, "ready.json")
-        self.log = open(os.path.join(self.dir, "local.log"), "w")
+        self.stack = None
         self.lock = threading.Lock()
         self.outcomes = []
         self.chaos = []  # (start, end, action, label)
@@ -113,15 +114,14 @@ class Soak:
 
     # -- the stack ----------------------------------------------------------------------------
     def start_stack(self):
-        cmd = [self.args.tandem, "local", "--model", self.args.model, "--prefill", "2", "--decode", "2", "--port",
-               "0", "--ready-file", self.ready_path, "--enable-fault-injection", "--restart-agents",
-               "--transfer-timeout-ms", "3000", "--threads", "1", *self.args.local_arg]
-        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
-        deadline = time.monotonic() + 600
-        while not os.path.exists(self.ready_path):
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                raise SystemExit("tandem local did not become ready:\n" + self.local_log())
-            time.sleep(0.2)
+        try:
+            self.stack = TandemLocal(self.args.tandem, self.args.model, "--prefill", "2", "--decode", "2",
+                                     "--enable-fault-injection", "--restart-agents", "--transfer-timeout-ms", "3000",
+                                     "--threads", "1", *self.args.local_arg, timeout=600, work_dir=self.dir,
+                                     start_new_session=True)
+        except NotReady as e:
+            raise SystemExit(str(e))
+        self.proc = self.stack.proc
         info = self.ready()
         self.base = info["base_url"]
         self.key = info["api_key"]
@@ -131,18 +131,10 @@ class Soak:
         self.agents = sorted(label for label in info["pids"] if label != "router")
 
     def ready(self):
-        for _ in range(50):
-            try:
-                with open(self.ready_path) as f:
-                    return json.load(f)
-            except (OSError, ValueError):
-                time.sleep(0.05)
-        raise SystemExit("cannot read " + self.ready_path)
+        return self.stack.read_info()
 
     def local_log(self):
-        self.log.flush()
-        with open(self.log.name) as f:
-            return f.read()[-6000:]
+        return self.stack.output()
 
     def scrape(self, label, timeout=5):
         url = self.ready()["metrics"][label]
@@ -514,15 +506,8 @@ class Soak:
         return all(checks.values())
 
     def close(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait()
-        self.log.close()
-
+        if self.stack:
+            self.stack.stop(signal.SIGTERM, 60)
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)

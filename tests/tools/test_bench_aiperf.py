@@ -29,11 +29,15 @@ Usage: test_bench_aiperf.py   (TANDEM_BIN: the `tandem` binary; AIPERF: the aipe
 """
 import json
 import os
+import signal
 import statistics
 import subprocess
+import sys
 import tempfile
-import time
 import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from tandem_local import NotReady, TandemLocal  # noqa: E402
 
 TANDEM = os.environ.get("TANDEM_BIN", "")
 AIPERF = os.environ.get("AIPERF", "")
@@ -63,38 +67,23 @@ class AiperfAgreementTest(unittest.TestCase):
         cls.model = os.path.join(cls.tmp.name, "bench-glm")
         subprocess.run([TANDEM, "make-model", "--out", cls.model, "--preset", "bench-glm"], check=True,
                        capture_output=True, timeout=300)
-        ready = os.path.join(cls.tmp.name, "ready.json")
-        cls.log = open(os.path.join(cls.tmp.name, "local.log"), "w")
-        cls.stack = subprocess.Popen([TANDEM, "local", "--model", cls.model, "--port", "0", "--ready-file", ready,
-                                      "--no-prefix-cache", "--threads", "1", "--prefill-weights", "bf16",
-                                      "--decode-weights", "bf16"], stdout=cls.log, stderr=subprocess.STDOUT,
-                                     preexec_fn=pinned(SERVER_CPUS))
-        deadline = time.monotonic() + 300
-        while not os.path.exists(ready):
-            if cls.stack.poll() is not None or time.monotonic() > deadline:
-                cls.tearDownClass()
-                raise AssertionError("tandem local did not become ready:\n" + cls.local_log())
-            time.sleep(0.2)
-        with open(ready) as f:
-            cls.ready = json.load(f)
+        try:
+            cls.stack = TandemLocal(TANDEM, cls.model, "--no-prefix-cache", "--threads", "1", "--prefill-weights",
+                                    "bf16", "--decode-weights", "bf16", timeout=300, work_dir=cls.tmp.name,
+                                    preexec_fn=pinned(SERVER_CPUS))
+        except NotReady:
+            cls.tmp.cleanup()
+            raise
+        cls.ready = cls.stack.info
 
     @classmethod
     def tearDownClass(cls):
-        if cls.stack.poll() is None:
-            cls.stack.terminate()
-            try:
-                cls.stack.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                cls.stack.kill()
-                cls.stack.wait()
-        cls.log.close()
+        cls.stack.stop(signal.SIGTERM, 60)
         cls.tmp.cleanup()
 
     @classmethod
     def local_log(cls):
-        cls.log.flush()
-        with open(cls.log.name) as f:
-            return f.read()[-4000:]
+        return cls.stack.output()
 
     def run_serve(self, index):
         out = os.path.join(self.tmp.name, "serve-%d" % index)
