@@ -9,7 +9,7 @@ conversations in OpenAI chat form plus the expected calls in `tandem eval` suite
 possible answers: each argument a list of accepted values; an optional argument the request does not
 mention is [""], to be left out). Fully determined by the seed. Nothing here comes from BFCL.
 
-Usage (as a module): samples(seed, n) -> [Sample]; as a script: tool_corpus.py --seed 1 --n 5
+Usage (as a module): samples(seed, n, contrast=0) -> [Sample]; as a script: tool_corpus.py --seed 1 --n 5
 """
 import argparse
 import json
@@ -400,6 +400,17 @@ class Sample:
                 "expected": self.expected}
 
 
+# Tools close enough that either would serve the other's requests: never offered in place of it.
+SIMILAR = {"get_weather": "get_forecast", "get_forecast": "get_weather", "convert_currency": "get_exchange_rate",
+           "get_exchange_rate": "convert_currency", "play_music": "play_genre", "play_genre": "play_music",
+           "set_timer": "set_reminder", "set_reminder": "set_timer"}
+
+
+def serves_other(tool, wanted):
+    """True when `tool` cannot serve a request meant for `wanted`."""
+    return tool is not wanted and tool[0] != SIMILAR.get(wanted[0])
+
+
 def offered(rng, must, k):
     """`must` (tools) plus distractors, k tools in all, shuffled."""
     pool = [t for t in TOOLS if t not in must]
@@ -432,21 +443,43 @@ def sample(rng):
     if roll < 0.85:  # a request no offered tool serves
         wanted = rng.choice(TOOLS)
         text, _, _ = fill(rng, wanted)
-        similar = {"get_weather": "get_forecast", "get_forecast": "get_weather", "convert_currency":
-                   "get_exchange_rate", "get_exchange_rate": "convert_currency", "play_music": "play_genre",
-                   "play_genre": "play_music", "set_timer": "set_reminder", "set_reminder": "set_timer"}
         tools = offered(rng, [], n_tools)
-        tools = [t for t in tools if t is not wanted and t[0] != similar.get(wanted[0])] or \
-            [rng.choice([t for t in TOOLS if t is not wanted and t[0] != similar.get(wanted[0])])]
+        tools = [t for t in tools if serves_other(t, wanted)] or \
+            [rng.choice([t for t in TOOLS if serves_other(t, wanted)])]
         return Sample("irrelevance", [{"role": "user", "content": text}], [tool_decl(t) for t in tools], CANNOT, [], [])
     said, reply = rng.choice(SMALL_TALK)
     tools = offered(rng, [], n_tools)
     return Sample("irrelevance", [{"role": "user", "content": said}], [tool_decl(t) for t in tools], reply, [], [])
 
 
-def samples(seed, n):
+def contrast_pair(rng):
+    """One request twice: with the tool it needs among the offered ones (the call), and with the same
+    offer less that tool (the refusal). Only the tool list differs, so the choice between calling
+    and declining has to come from reading it."""
+    wanted = rng.choice(TOOLS)
+    text, args, answers = fill(rng, wanted)
+    tools = offered(rng, [wanted], rng.choice([1, 2, 2, 3, 3, 4]))
+    others = [t for t in tools if serves_other(t, wanted)] or \
+        [rng.choice([t for t in TOOLS if serves_other(t, wanted)])]
+    call = Sample("simple" if len(tools) == 1 else "multiple", [{"role": "user", "content": text}],
+                  [tool_decl(t) for t in tools], "", call_text([{"name": wanted[0], "arguments": args}]),
+                  [{"name": wanted[0], "arguments": answers}])
+    refusal = Sample("irrelevance", [{"role": "user", "content": text}], [tool_decl(t) for t in others], CANNOT,
+                     [], [])
+    return [call, refusal] if rng.random() < 0.5 else [refusal, call]
+
+
+def samples(seed, n, contrast=0.0):
+    """n samples from `seed`. contrast: the share of draws that are a contrast_pair (two samples);
+    0 gives the stream the committed model was trained on."""
     rng = random.Random(seed)
-    return [sample(rng) for _ in range(n)]
+    out = []
+    while len(out) < n:
+        if contrast and rng.random() < contrast:
+            out.extend(contrast_pair(rng))
+        else:
+            out.append(sample(rng))
+    return out[:n]
 
 
 def main():

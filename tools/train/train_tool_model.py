@@ -401,13 +401,15 @@ def main(argv=None):
     ap.add_argument("--max-len", type=int, default=640)
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--max-minutes", type=float, default=0, help="stop early after this long (0: no limit)")
+    ap.add_argument("--contrast", type=float, default=0.0,
+                    help="share of training draws that are one request with and without its tool offered")
     ap.add_argument("--init", default="", help="start from this model directory's weights (its vocabulary is "
                                                "copied: the corpus's samples are drawn with --seed as always)")
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
     started = time.time()
 
-    train_samples = tool_corpus.samples(args.seed, args.train_samples)
+    train_samples = tool_corpus.samples(args.seed, args.train_samples, args.contrast)
     heldout = tool_corpus.samples(args.seed + 1000, args.heldout_samples)
     os.makedirs(args.out, exist_ok=True)
     if args.init:
