@@ -163,6 +163,38 @@ int RunLocal(const std::vector<std::string>& raw) {
       return 2;
     }
   }
+  // Mutual TLS on every gRPC hop (router -> prefill -> decode): one certificate for all the
+  // agents, as one cert-manager Certificate serves a deployment's pods. A CA made here lives in a
+  // private temporary directory removed on exit.
+  std::string made_pki_dir;
+  struct RemoveDir {
+    const std::string& dir;
+    ~RemoveDir() {
+      std::error_code ec;
+      if (!dir.empty()) fs::remove_all(dir, ec);
+    }
+  } remove_pki{made_pki_dir};
+  LocalPki pki;
+  if (args.tls) {
+    StatusOr<LocalPki> got = Status::Ok();
+    if (!args.tls_dir.empty()) {
+      got = LocalPkiIn(args.tls_dir);
+    } else {
+      std::string tmpl = (fs::temp_directory_path() / "tandem-local-tls-XXXXXX").string();
+      if (mkdtemp(tmpl.data()) == nullptr) {
+        got = Status::Unavailable("tls: cannot make a temporary directory under " +
+                                  fs::temp_directory_path().string());
+      } else {
+        made_pki_dir = tmpl;
+        got = MakeLocalPki(made_pki_dir, args.tls_server_name);
+      }
+    }
+    if (!got.ok()) {
+      std::fprintf(stderr, "tandem local: %s\n", got.status().ToString().c_str());
+      return 1;
+    }
+    pki = *got;
+  }
   if (!args.model_given && !fs::exists(args.model + "/config.json")) {
     std::fprintf(stderr,
                  "tandem local: the default model %s is not here: run from the repository root, or give "
@@ -182,39 +214,6 @@ int RunLocal(const std::vector<std::string>& raw) {
     std::fprintf(stderr, "tandem local: %s\n", agent.status().ToString().c_str());
     return 1;
   }
-  // Mutual TLS on every gRPC hop (router -> prefill -> decode): one certificate for all the
-  // agents, as one cert-manager Certificate serves a deployment's pods. A CA made here lives in a
-  // private temporary directory removed on exit.
-  std::string made_pki_dir;
-  LocalPki pki;
-  if (args.tls) {
-    StatusOr<LocalPki> got = Status::Ok();
-    if (!args.tls_dir.empty()) {
-      got = LocalPkiIn(args.tls_dir);
-    } else {
-      std::string tmpl = (fs::temp_directory_path() / "tandem-local-tls-XXXXXX").string();
-      if (mkdtemp(tmpl.data()) == nullptr) {
-        got = Status::Unavailable("tls: cannot make a temporary directory under " +
-                                  fs::temp_directory_path().string());
-      } else {
-        made_pki_dir = tmpl;
-        got = MakeLocalPki(made_pki_dir, args.tls_server_name);
-      }
-    }
-    if (!got.ok()) {
-      std::fprintf(stderr, "tandem local: %s\n", got.status().ToString().c_str());
-      if (!made_pki_dir.empty()) fs::remove_all(made_pki_dir);
-      return 1;
-    }
-    pki = *got;
-  }
-  struct RemoveDir {
-    std::string dir;
-    ~RemoveDir() {
-      std::error_code ec;
-      if (!dir.empty()) fs::remove_all(dir, ec);
-    }
-  } remove_pki{made_pki_dir};
   const std::string key = args.api_key.empty() ? RandomKey() : args.api_key;
   const std::string name = fs::path(args.model).filename().string();
 
