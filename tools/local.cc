@@ -142,6 +142,24 @@ bool ParseArgs(const std::vector<std::string>& args, LocalArgs* out) {
   return true;
 }
 
+// `text` as a JSON string literal (paths and names in the ready file).
+std::string Quoted(const std::string& text) {
+  std::string out = "\"";
+  for (const char c : text) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      char esc[8];
+      std::snprintf(esc, sizeof(esc), "\\u%04x", static_cast<unsigned>(static_cast<unsigned char>(c)));
+      out += esc;
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
+}
+
 std::string RandomKey() {
   std::random_device rd;
   char hex[33];
@@ -274,7 +292,7 @@ int RunLocal(const std::vector<std::string>& raw) {
                                           std::to_string(metrics)}),
                                   metrics));
       endpoints->push_back("127.0.0.1:" + std::to_string(grpc));
-      grpc_json += (grpc_json.empty() ? "\"" : ", \"") + label + "\": \"" + endpoints->back() + "\"";
+      grpc_json += (grpc_json.empty() ? "" : ", ") + Quoted(label) + ": " + Quoted(endpoints->back());
     }
     return Status::Ok();
   };
@@ -328,12 +346,14 @@ int RunLocal(const std::vector<std::string>& raw) {
   auto write_ready = [&] {
     if (args.ready_file.empty()) return;
     std::ofstream ready(args.ready_file + ".tmp");
-    ready << "{\"base_url\": \"" << url << "\", \"api_key\": \"" << key << "\", \"model\": \"" << name
-          << "\", \"metrics\": " << stack.MetricsJson() << ", \"pids\": " << stack.PidsJson()
-          << ", \"restarts\": " << stack.RestartsJson() << ", \"grpc\": {" << grpc_json << "}, \"tls\": ";
+    ready << "{\"base_url\": " << Quoted(url) << ", \"api_key\": " << Quoted(key)
+          << ", \"model\": " << Quoted(name) << ", \"metrics\": " << stack.MetricsJson()
+          << ", \"pids\": " << stack.PidsJson() << ", \"restarts\": " << stack.RestartsJson()
+          << ", \"grpc\": {" << grpc_json << "}, \"tls\": ";
     if (args.tls) {
-      ready << "{\"ca\": \"" << pki.ca_file << "\", \"cert\": \"" << pki.cert_file << "\", \"key\": \""
-            << pki.key_file << "\", \"server_name\": \"" << args.tls_server_name << "\"}";
+      ready << "{\"ca\": " << Quoted(pki.ca_file) << ", \"cert\": " << Quoted(pki.cert_file)
+            << ", \"key\": " << Quoted(pki.key_file) << ", \"server_name\": " << Quoted(args.tls_server_name)
+            << "}";
     } else {
       ready << "null";
     }
