@@ -324,51 +324,27 @@ void Router::Refresh() {
     }
     std::sort(endpoints.begin(), endpoints.end());
     endpoints.erase(std::unique(endpoints.begin(), endpoints.end()), endpoints.end());
-    // Every member is asked at once (the callback API), each within kStatusTimeoutMs, so members
-    // that do not answer cost one timeout per poll, not one each. wait_for_ready: a channel that
-    // is reconnecting is waited for rather than failed at once; the pending call is what keeps
-    // gRPC polling its socket (the router serves no gRPC, so no server thread does), and a
-    // mutual-TLS handshake needs several round trips. Failing fast left only gRPC's 5 s backup
-    // poller to advance it, slower than its 20 s connect timeout: a router never again reached a
-    // member that had once refused it.
-    struct Call {
-      grpc::ClientContext ctx;
-      v1::StatusRequest request;
-      v1::StatusResponse response;
-      grpc::Status status;
-      std::unique_ptr<v1::AgentStatus::Stub> stub;
-    };
-    std::vector<std::unique_ptr<Call>> calls;
-    std::mutex done_mu;
-    std::condition_variable done_cv;
-    size_t pending = endpoints.size();
-    for (const std::string& endpoint : endpoints) {
-      calls.push_back(std::make_unique<Call>());
-      Call* call = calls.back().get();
-      call->stub = v1::AgentStatus::NewStub(channels_.Get(endpoint));
-      SetDeadline(&call->ctx, kStatusTimeoutMs);
-      call->ctx.set_wait_for_ready(true);
-      call->stub->async()->GetStatus(&call->ctx, &call->request, &call->response,
-                                     [call, &done_mu, &done_cv, &pending](grpc::Status status) {
-                                       std::lock_guard<std::mutex> lock(done_mu);
-                                       call->status = std::move(status);
-                                       if (--pending == 0) done_cv.notify_all();
-                                     });
-    }
-    {
-      std::unique_lock<std::mutex> lock(done_mu);
-      done_cv.wait(lock, [&] { return pending == 0; });  // every call ends by its deadline
-    }
     std::vector<MemberStatus> out;
-    for (size_t i = 0; i < endpoints.size(); ++i) {
+    for (const std::string& endpoint : endpoints) {
       MemberStatus m;
-      m.endpoint = endpoints[i];
+      m.endpoint = endpoint;
       for (const MemberStatus& p : previous) {
-        if (p.endpoint == m.endpoint) m.routed = p.routed;
+        if (p.endpoint == endpoint) m.routed = p.routed;
       }
-      const Call& call = *calls[i];
-      if (call.status.ok()) {
-        const v1::StatusResponse& status = call.response;
+      auto stub = v1::AgentStatus::NewStub(channels_.Get(endpoint));
+      grpc::ClientContext ctx;
+      SetDeadline(&ctx, kStatusTimeoutMs);
+      // Waits (within the deadline) for a channel that is reconnecting rather than failing at
+      // once: this call is what keeps gRPC polling the socket (the router serves no gRPC, so no
+      // server thread does), and a mutual-TLS handshake needs several round trips. Failing fast
+      // left only gRPC's 5 s backup poller to advance it, slower than its 20 s connect timeout: a
+      // router never again reached a member that had once refused it. The price: a member that
+      // does not answer delays this poll by the deadline (members are asked one after another;
+      // asking all at once, with the callback API or an async queue, came with higher TTFT and
+      // ITL through the router in single runs of tools.bench_aiperf, not yet understood).
+      ctx.set_wait_for_ready(true);
+      v1::StatusResponse status;
+      if (stub->GetStatus(&ctx, v1::StatusRequest(), &status).ok()) {
         m.healthy = status.ready();
         m.kv_capacity_tokens = status.kv_capacity_tokens();
         m.kv_used_tokens = status.kv_used_tokens();
