@@ -3,11 +3,8 @@
 #include <algorithm>
 #include <cctype>
 #include <chrono>
-#include <condition_variable>
 #include <deque>
 #include <fstream>
-#include <memory>
-#include <mutex>
 #include <set>
 
 #include <arpa/inet.h>

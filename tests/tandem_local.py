@@ -39,9 +39,9 @@ class TandemLocal:
         self.log_tail = log_tail
         self.final_output = ""
         self.log = open(os.path.join(self.dir, "local.log"), "w+")
-        self.args = [tandem, "local", "--model", model, "--port", "0", "--ready-file", self.ready_path, *args]
         self.own_group = bool(popen.get("start_new_session"))
-        self.proc = subprocess.Popen(self.args, stdout=self.log, stderr=subprocess.STDOUT, **popen)
+        self.proc = subprocess.Popen([tandem, "local", "--model", model, "--port", "0", "--ready-file", self.ready_path,
+                                      *args], stdout=self.log, stderr=subprocess.STDOUT, **popen)
         deadline = time.monotonic() + timeout
         while not os.path.exists(self.ready_path):
             if self.proc.poll() is not None:
@@ -83,9 +83,6 @@ class TandemLocal:
         with open(self.log.name, errors="replace") as f:
             text = f.read()
         return text[-self.log_tail:] if self.log_tail else text
-
-    def alive(self):
-        return self.proc.poll() is None
 
     def kill(self):
         """SIGKILL, to the whole process group when it was started in a session of its own (agents

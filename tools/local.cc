@@ -17,6 +17,7 @@
 
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <nlohmann/json.hpp>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -142,22 +143,10 @@ bool ParseArgs(const std::vector<std::string>& args, LocalArgs* out) {
   return true;
 }
 
-// `text` as a JSON string literal (paths and names in the ready file).
+// `text` as a JSON string literal (paths and names in the ready file; bytes that are not UTF-8
+// become U+FFFD rather than an exception).
 std::string Quoted(const std::string& text) {
-  std::string out = "\"";
-  for (const char c : text) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      char esc[8];
-      std::snprintf(esc, sizeof(esc), "\\u%04x", static_cast<unsigned>(static_cast<unsigned char>(c)));
-      out += esc;
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
+  return nlohmann::json(text).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 std::string RandomKey() {

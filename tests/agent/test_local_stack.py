@@ -304,6 +304,10 @@ class KillDecodeTest(unittest.TestCase):
             stack.stop()
 
 
+# HTTP/2's client connection preface and an empty SETTINGS frame: what a gRPC client sends first.
+H2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
+
+
 class TlsStackTest(unittest.TestCase):
     """`tandem local --tls`: every gRPC hop (router -> prefill -> decode) on mutual TLS from a CA made
     for the run, and a router that reaches a member again after it refused a connection (a router
@@ -329,13 +333,13 @@ class TlsStackTest(unittest.TestCase):
             ctx.load_cert_chain(self.tls["cert"], self.tls["key"])
         with socket.create_connection((host, int(port)), timeout=5) as raw:
             with ctx.wrap_socket(raw, server_hostname=self.tls["server_name"]) as s:
-                s.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0]))
+                s.sendall(H2_PREFACE)
                 return s.recv(9)
 
     def plaintext(self, endpoint):
         host, port = endpoint.rsplit(":", 1)
         with socket.create_connection((host, int(port)), timeout=5) as s:
-            s.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0]))
+            s.sendall(H2_PREFACE)
             try:
                 return s.recv(9)
             except (ConnectionResetError, socket.timeout):

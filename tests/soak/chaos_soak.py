@@ -509,6 +509,7 @@ class Soak:
         if self.stack:
             self.stack.stop(signal.SIGTERM, 60)
 
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--tandem", default=os.environ.get("TANDEM_BIN", ""))
