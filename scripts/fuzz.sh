@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Fuzzes the parsers of untrusted input (engine, agent, controller) for a bounded time:
 #   scripts/fuzz.sh [seconds] [target]     (default: 60 s each, every target)
+#   scripts/fuzz.sh --runs N target        a long run: N executions (10000000 for #22's figure),
+#                                          log in build-fuzz/long_TARGET-<UTC time>.log
 # Targets (each a libFuzzer binary built with clang++ + ASan + UBSan into build-fuzz/, outside the
 # CMake build, seeded from its committed corpus):
 #   safetensors_header  engine/io/fuzz/safetensors_header_fuzz.cc   safetensors file headers
@@ -18,14 +20,23 @@
 # crash, a sanitizer report or a failed invariant (the reproducer is left in build-fuzz/).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-seconds="${1:-60}"
-only="${2:-all}"
+runs=""
+if [ "${1:-}" = --runs ]; then
+  runs="${2:?--runs needs a count}"
+  only="${3:?--runs needs one target}"
+  seconds=0
+else
+  seconds="${1:-60}"
+  only="${2:-all}"
+fi
 out=build-fuzz
 command -v clang++ >/dev/null || { echo "fuzz: clang++ not found (scripts/install-deps.sh installs clang)" >&2; exit 1; }
 
 # fuzz_target NAME SEED_DIR EXTRA_LIBFUZZER_FLAGS SOURCES...
+ran=0
 fuzz_target() {
   local name="$1" seeds="$2" flags="$3"
+  ran=$((ran + 1))
   shift 3
   local sources=() libs=()
   for arg in "$@"; do
@@ -43,18 +54,26 @@ fuzz_target() {
   fi
   # New inputs go to build-fuzz/corpus_NAME; the committed seeds are only read. Progress lines go
   # to build-fuzz/NAME.log; the tail (final stats, or the crash report) is printed either way.
-  echo "fuzz: running $name for ${seconds}s"
+  # A long run records no allocation stacks (malloc_context_size=0): ASan keeps every distinct
+  # stack it has seen for good, and with recursive parsers (yaml-cpp) that store grew an
+  # agent_config run by ~1.5 MB per 1,000 executions toward -rss_limit_mb. Errors are still
+  # caught; rerun the saved reproducer with default options to get the stacks.
+  local limit=(-max_total_time="$seconds") log="$out/$name.log" asan=detect_leaks=1 what="${seconds}s"
+  if [ -n "$runs" ]; then
+    limit=(-runs="$runs") log="$out/long_$name-$(date -u +%Y%m%dT%H%M%SZ).log" asan=detect_leaks=1:malloc_context_size=0 what="$runs runs"
+  fi
+  echo "fuzz: running $name for $what"
   local status=0
   # shellcheck disable=SC2086
-  (cd "$out" && UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ASAN_OPTIONS=detect_leaks=1 \
-    "./${name}_fuzz" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 $flags \
-      "corpus_$name" "../$seeds") >"$out/$name.log" 2>&1 || status=$?
-  tail -n 25 "$out/$name.log"
+  (cd "$out" && UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ASAN_OPTIONS="$asan" \
+    "./${name}_fuzz" "${limit[@]}" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 $flags \
+      "corpus_$name" "../$seeds") >"$log" 2>&1 || status=$?
+  tail -n 25 "$log"
   if [ "$status" -ne 0 ]; then
-    echo "fuzz: $name FAILED (exit $status); full log: $out/$name.log, reproducer in $out/" >&2
+    echo "fuzz: $name FAILED (exit $status); full log: $log, reproducer in $out/" >&2
     exit "$status"
   fi
-  echo "fuzz: $name: no crash in ${seconds}s"
+  echo "fuzz: $name: no crash in $what"
 }
 
 mkdir -p "$out"
@@ -135,4 +154,8 @@ if [ "$only" = all ] || [ "$only" = kv_transfer ]; then
     engine/text/byte_level.cc engine/text/hf_tokenizer_json.cc engine/text/pretokenizer.cc \
     engine/text/tiktoken_file.cc engine/text/unicode.cc engine/text/unicode_tables.cc engine/io/strict_json.cc \
     -lprotobuf
+fi
+if [ "$ran" -eq 0 ]; then
+  echo "fuzz: no target named '$only' (the names are listed at the top of $0)" >&2
+  exit 2
 fi

@@ -535,9 +535,8 @@ def main():
         passed = soak.run()
     finally:
         soak.close()
-        if not passed:
-            with open(soak.log.name) as f:
-                print("soak: tandem local's log (tail):\n" + f.read()[-6000:], flush=True)
+        if not passed and soak.stack:
+            print("soak: tandem local's log (tail):\n" + soak.stack.final_output[-6000:], flush=True)
     sys.exit(0 if passed else 1)
 
 
