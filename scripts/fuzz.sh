@@ -53,9 +53,10 @@ fuzz_target() {
       -I. -I"$out" "${sources[@]}" -o "$binary" "${libs[@]}"
   fi
   # New inputs go to build-fuzz/corpus_NAME; the committed seeds are only read. Progress lines go
-  # to build-fuzz/NAME.log; the tail (final stats, or the crash report) is printed either way.
+  # to build-fuzz/NAME.log (a long run: long_NAME-<UTC time>.log, one per run); the tail (final
+  # stats, or the crash report) is printed either way.
   # A long run records no allocation stacks (malloc_context_size=0): ASan keeps every distinct
-  # stack it has seen for good, and with recursive parsers (yaml-cpp) that store grew an
+  # stack it has seen for good, and that store (most likely fed by yaml-cpp's recursion) grew an
   # agent_config run by ~1.5 MB per 1,000 executions toward -rss_limit_mb. Errors are still
   # caught; rerun the saved reproducer with default options to get the stacks.
   local limit=(-max_total_time="$seconds") log="$out/$name.log" asan=detect_leaks=1 what="${seconds}s"
