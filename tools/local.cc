@@ -143,12 +143,6 @@ bool ParseArgs(const std::vector<std::string>& args, LocalArgs* out) {
   return true;
 }
 
-// `text` as a JSON string literal (paths and names in the ready file; bytes that are not UTF-8
-// become U+FFFD rather than an exception).
-std::string Quoted(const std::string& text) {
-  return nlohmann::json(text).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-}
-
 std::string RandomKey() {
   std::random_device rd;
   char hex[33];
@@ -250,7 +244,8 @@ int RunLocal(const std::vector<std::string>& raw) {
     return a;
   };
   std::vector<std::string> prefill_endpoints, decode_endpoints;
-  std::string grpc_json;  // {"prefill-0": "127.0.0.1:N", ...}: each pool member's gRPC endpoint
+  // {"prefill-0": "127.0.0.1:N", ...}: each pool member's gRPC endpoint, for the ready file
+  nlohmann::ordered_json grpc_endpoints = nlohmann::ordered_json::object();
   auto start_pool = [&](const char* role, int n, const std::string& dir, const std::string& weights,
                         const std::string& kv, std::vector<std::string>* endpoints) -> Status {
     for (int i = 0; i < n; ++i) {
@@ -281,7 +276,7 @@ int RunLocal(const std::vector<std::string>& raw) {
                                           std::to_string(metrics)}),
                                   metrics));
       endpoints->push_back("127.0.0.1:" + std::to_string(grpc));
-      grpc_json += (grpc_json.empty() ? "" : ", ") + Quoted(label) + ": " + Quoted(endpoints->back());
+      grpc_endpoints[label] = endpoints->back();
     }
     return Status::Ok();
   };
@@ -334,19 +329,19 @@ int RunLocal(const std::vector<std::string>& raw) {
   // replaces its old one (atomically: a reader sees the old file or the new).
   auto write_ready = [&] {
     if (args.ready_file.empty()) return;
-    std::ofstream ready(args.ready_file + ".tmp");
-    ready << "{\"base_url\": " << Quoted(url) << ", \"api_key\": " << Quoted(key)
-          << ", \"model\": " << Quoted(name) << ", \"metrics\": " << stack.MetricsJson()
-          << ", \"pids\": " << stack.PidsJson() << ", \"restarts\": " << stack.RestartsJson()
-          << ", \"grpc\": {" << grpc_json << "}, \"tls\": ";
+    nlohmann::ordered_json doc = {{"base_url", url}, {"api_key", key}, {"model", name}};
+    stack.DescribeChildren(&doc);
+    doc["grpc"] = grpc_endpoints;
+    doc["tls"] = nullptr;
     if (args.tls) {
-      ready << "{\"ca\": " << Quoted(pki.ca_file) << ", \"cert\": " << Quoted(pki.cert_file)
-            << ", \"key\": " << Quoted(pki.key_file) << ", \"server_name\": " << Quoted(args.tls_server_name)
-            << "}";
-    } else {
-      ready << "null";
+      doc["tls"] = {{"ca", pki.ca_file},
+                    {"cert", pki.cert_file},
+                    {"key", pki.key_file},
+                    {"server_name", args.tls_server_name}};
     }
-    ready << "}\n";
+    std::ofstream ready(args.ready_file + ".tmp");
+    // Paths and names are bytes: any that are not UTF-8 become U+FFFD rather than an exception.
+    ready << doc.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) << "\n";
     ready.close();
     fs::rename(args.ready_file + ".tmp", args.ready_file);
   };

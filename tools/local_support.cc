@@ -10,6 +10,7 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <nlohmann/json.hpp>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -304,25 +305,18 @@ std::string Stack::MetricsUrls() const {
   return out;
 }
 
-std::string Stack::ChildrenJson(const std::function<std::string(const Child&)>& value) const {
-  std::string out = "{";
-  for (size_t i = 0; i < children_.size(); ++i) {
-    out += (i ? ", \"" : "\"") + children_[i].label + "\": " + value(children_[i]);
+void Stack::DescribeChildren(nlohmann::ordered_json* out) const {
+  nlohmann::ordered_json metrics = nlohmann::ordered_json::object();
+  nlohmann::ordered_json pids = nlohmann::ordered_json::object();
+  nlohmann::ordered_json restarts = nlohmann::ordered_json::object();
+  for (const Child& c : children_) {
+    metrics[c.label] = "http://127.0.0.1:" + std::to_string(c.metrics_port) + "/metrics";
+    pids[c.label] = c.pid;
+    restarts[c.label] = c.restarts;
   }
-  return out + "}";
-}
-
-std::string Stack::MetricsJson() const {
-  return ChildrenJson(
-      [](const Child& c) { return "\"http://127.0.0.1:" + std::to_string(c.metrics_port) + "/metrics\""; });
-}
-
-std::string Stack::PidsJson() const {
-  return ChildrenJson([](const Child& c) { return std::to_string(c.pid); });
-}
-
-std::string Stack::RestartsJson() const {
-  return ChildrenJson([](const Child& c) { return std::to_string(c.restarts); });
+  (*out)["metrics"] = std::move(metrics);
+  (*out)["pids"] = std::move(pids);
+  (*out)["restarts"] = std::move(restarts);
 }
 
 }  // namespace tandem::tools

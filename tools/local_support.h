@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
 #include <signal.h>
 #include <sys/types.h>
 
@@ -49,10 +50,10 @@ class Stack {
   // SIGTERM to the router first, then the pools; SIGKILL whatever is left after `grace`. True when
   // every child exited 0 within the grace.
   bool StopAll(std::chrono::seconds grace);
-  std::string MetricsUrls() const;   // " router=http://127.0.0.1:N/metrics ..."
-  std::string MetricsJson() const;   // {"router": "http://...", ...}
-  std::string PidsJson() const;      // {"router": 1234, ...}
-  std::string RestartsJson() const;  // {"prefill-0": 2, ...}: restarts per child
+  std::string MetricsUrls() const;  // " router=http://127.0.0.1:N/metrics ..."
+  // Sets "metrics" ({"router": "http://127.0.0.1:N/metrics", ...}), "pids" ({"router": 1234, ...})
+  // and "restarts" ({"prefill-0": 2, ...}) in `out`, each over every child in start order.
+  void DescribeChildren(nlohmann::ordered_json* out) const;
 
  private:
   struct Child {
@@ -67,8 +68,6 @@ class Stack {
     std::chrono::seconds backoff{1};
     int restarts = 0;
   };
-  // {"label": value(child), ...} over every child, in start order.
-  std::string ChildrenJson(const std::function<std::string(const Child&)>& value) const;
   // fork + exec; the child's pid, or -1.
   static pid_t Launch(const std::string& binary, const std::vector<std::string>& args);
   // Reaps exited children; returns the label of one that exited, or empty.
