@@ -469,13 +469,46 @@ def contrast_pair(rng):
     return [call, refusal] if rng.random() < 0.5 else [refusal, call]
 
 
-def samples(seed, n, contrast=0.0):
+# A copying drill: the note's text goes into the call verbatim. Not one of TOOLS (requests for it are
+# never drawn elsewhere, and it is never in the held-out suite): dense copying signal, the skill
+# that every argument value needs and that a small model learns late from a few values per reply.
+NOTE_TOOL = ("save_note", "Save a note with exactly this text.", [P("text", D("The note's text", S))], [])
+NOTE_TEMPLATES = ["Save a note: {text}", "Note this down: {text}", "Please write down \"{text}\"",
+                  "Make a note that says {text}", "Jot down: {text}."]
+
+
+def copy_drill(rng):
+    """A save_note request whose text (3-14 words: coined, common, names, cities, numbers) the call
+    must repeat exactly; among 0-3 other offered tools."""
+    parts = []
+    for _ in range(rng.randint(3, 14)):
+        kind = rng.random()
+        if kind < 0.35:
+            parts.append(coined(rng, (1, 3)).lower() if rng.random() < 0.5 else coined(rng, (1, 3)))
+        elif kind < 0.55:
+            parts.append(rng.choice(WORDS + LABELS + TASKS))
+        elif kind < 0.75:
+            parts.append(rng.choice(NAMES + SURNAMES + CITIES))
+        else:
+            parts.append(str(rng.randint(0, 99999)))
+    text = " ".join(parts)
+    tools = [tool_decl(NOTE_TOOL)] + [tool_decl(t) for t in rng.sample(TOOLS, rng.randint(0, 3))]
+    rng.shuffle(tools)
+    calls = [{"name": "save_note", "arguments": {"text": text}}]
+    return Sample("simple" if len(tools) == 1 else "multiple",
+                  [{"role": "user", "content": rng.choice(NOTE_TEMPLATES).replace("{text}", text)}], tools, "",
+                  call_text(calls), [{"name": "save_note", "arguments": {"text": [text]}}])
+
+
+def samples(seed, n, contrast=0.0, copy=0.0):
     """n samples from `seed`. contrast: the share of draws that are a contrast_pair (two samples);
-    0 gives the stream the committed model was trained on."""
+    copy: the share that are a copy_drill. 0 and 0 give the stream the first model was trained on."""
     rng = random.Random(seed)
     out = []
     while len(out) < n:
-        if contrast and rng.random() < contrast:
+        if copy and rng.random() < copy:
+            out.append(copy_drill(rng))
+        elif contrast and rng.random() < contrast:
             out.extend(contrast_pair(rng))
         else:
             out.append(sample(rng))

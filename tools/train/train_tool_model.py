@@ -23,6 +23,7 @@ import json
 import math
 import os
 import random
+import re
 import shutil
 import subprocess
 import sys
@@ -104,17 +105,38 @@ def load_tokenizer(model_dir):
 
 PROMPT_WEIGHT = 0.2  # the prompt's tokens are predicted too, at this weight: free signal (the
                     # forward pass runs over them anyway) that teaches the template and the tools' JSON
+CALL_WEIGHT = 1.0   # the tokens that decide: the reply's first token (call or decline), each call's
+                    # function name and its arguments (where the values must be copied from the request)
+
+_SPECIAL_SPLIT = re.compile("(" + "|".join(re.escape(s) for s in SPECIALS) + ")")
 
 
-def encode(enc, sample, max_len):
-    """(token ids, loss weights: 1 on the reply's tokens, PROMPT_WEIGHT on the prompt's) or None
-    when too long."""
+def encode(enc, sample, max_len, prompt_weight=PROMPT_WEIGHT, call_weight=CALL_WEIGHT):
+    """(token ids, loss weights) or None when too long. Weights: prompt_weight on the prompt's
+    tokens, 1 on the reply's, call_weight on the reply's deciding tokens (its first token, and every
+    call's name and arguments). The reply is encoded piece by piece between its special tokens, which
+    BPE never merges across, so the ids are the same as encoding it whole."""
     prompt, reply = texts(sample)
     p = enc.encode(prompt, allowed_special="all")
-    r = enc.encode(reply, allowed_special="all")
+    r, w = [], []
+    region = None  # the special token that opened the current piece
+    for piece in _SPECIAL_SPLIT.split(reply):
+        if not piece:
+            continue
+        ids = enc.encode(piece, allowed_special="all")
+        if piece in SPECIALS:
+            region = piece
+            weight = 1.0
+        else:
+            deciding = region in ("<|tool_call_begin|>", "<|tool_call_argument_begin|>")
+            weight = call_weight if deciding else 1.0
+        r += ids
+        w += [weight] * len(ids)
+    if w:
+        w[0] = call_weight
     if len(p) + len(r) > max_len:
         return None
-    return p + r, [PROMPT_WEIGHT] * len(p) + [1.0] * len(r)
+    return p + r, [prompt_weight] * len(p) + w
 
 
 # -------------------------------------------------------------------------------------- the model
@@ -144,9 +166,13 @@ class Model(torch.nn.Module):
     """The deepseek_v3 forward pass of tests/reference/reference_model.py in torch (float32,
     expanded MLA, q_lora_rank null, one expert group), parameters named as the checkpoint's."""
 
-    def __init__(self, cfg, seed):
+    def __init__(self, cfg, seed, tied=False):
         super().__init__()
         self.cfg = cfg
+        # tied: the output projection is the embedding (trained as one matrix, written to both
+        # tensors of the untied checkpoint), so a head that moves a token's embedding forward
+        # raises that token's logit: the shortest path to copying from the context
+        self.tied = tied
         torch.manual_seed(seed)
         self.p = torch.nn.ParameterDict()
         self.bias = {}  # e_score_correction_bias per MoE layer: balanced by load, not by gradient
@@ -183,7 +209,7 @@ class Model(torch.nn.Module):
             else:
                 x = x + self.moe(p + "mlp.", h)
         x = rms_norm(x, self.w("model.norm.weight"), cfg["rms_norm_eps"])
-        return x @ self.w("lm_head.weight").t()
+        return x @ self.w("model.embed_tokens.weight" if self.tied else "lm_head.weight").t()
 
     def attention(self, a, h, cos, sin, causal):
         cfg = self.cfg
@@ -234,6 +260,8 @@ class Model(torch.nn.Module):
     def state_for_checkpoint(self):
         out = {}
         for name, shape, kind in make_tiny_checkpoint.tensor_specs(self.cfg):
+            if self.tied and name == "lm_head.weight":
+                name = "model.embed_tokens.weight"
             t = self.bias[name] if kind == "score_bias" else self.w(name)
             out[name] = (kind, t.detach().float().numpy().reshape(shape))
         return out
@@ -368,24 +396,35 @@ def parse_reply(text):
     return calls
 
 
-def quick_validity(model, enc, heldout, n):
-    """Share of calls that parse as JSON objects, over the first n held-out samples (training-time
-    probe only; the figures that count come from `tandem eval tools`)."""
-    made = valid = 0
+def quick_probe(model, enc, heldout, n):
+    """Over the first n held-out samples (a training-time probe; the figures that count come from
+    `tandem eval tools`): json (share of calls whose arguments parse as a JSON object), decision
+    (share of samples where it calls or declines as it should), arguments (share of the samples that
+    want calls whose calls have exactly the expected names and arguments: the copying that the
+    validity of a call does not show)."""
+    made = valid = decided = want = right = 0
     stop = enc.encode("<|im_end|>", allowed_special="all")[0]
     for s in heldout[:n]:
         prompt, _ = texts(s)
         calls = parse_reply(greedy(model, enc, enc.encode(prompt, allowed_special="all"), 96, stop))
+        expected = [(c["name"], json.loads(c["arguments"])) for c in s.reply_calls]
+        decided += (calls is not None and bool(calls) == bool(expected))
+        want += bool(expected)
         if calls is None:
             made += 1
             continue
+        got = []
         for name, args in calls:
             made += 1
             try:
-                valid += isinstance(json.loads(args), dict)
+                parsed = json.loads(args)
+                valid += isinstance(parsed, dict)
             except json.JSONDecodeError:
-                pass
-    return valid / made if made else float("nan")
+                parsed = None
+            got.append((name, parsed))
+        right += bool(expected) and got == expected
+    return {"json": round(valid / made, 3) if made else None, "decision": round(decided / n, 3),
+            "arguments": round(right / want, 3) if want else None}
 
 
 def main(argv=None):
@@ -403,13 +442,22 @@ def main(argv=None):
     ap.add_argument("--max-minutes", type=float, default=0, help="stop early after this long (0: no limit)")
     ap.add_argument("--contrast", type=float, default=0.0,
                     help="share of training draws that are one request with and without its tool offered")
+    ap.add_argument("--copy", type=float, default=0.0,
+                    help="share of training draws that are a copying drill (a save_note call repeating the request)")
+    ap.add_argument("--tie-embeddings", action="store_true",
+                    help="train lm_head as the embedding matrix (both tensors written the same)")
     ap.add_argument("--init", default="", help="start from this model directory's weights (its vocabulary is "
                                                "copied: the corpus's samples are drawn with --seed as always)")
+    ap.add_argument("--prompt-weight", type=float, default=PROMPT_WEIGHT, help="loss weight of the prompt's tokens")
+    ap.add_argument("--call-weight", type=float, default=CALL_WEIGHT,
+                    help="loss weight of the reply's first token and of every call's name and arguments")
+    ap.add_argument("--probe-every", type=int, default=250, help="steps between held-out probes")
+    ap.add_argument("--probe-samples", type=int, default=16, help="held-out samples per probe")
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
     started = time.time()
 
-    train_samples = tool_corpus.samples(args.seed, args.train_samples, args.contrast)
+    train_samples = tool_corpus.samples(args.seed, args.train_samples, args.contrast, args.copy)
     heldout = tool_corpus.samples(args.seed + 1000, args.heldout_samples)
     os.makedirs(args.out, exist_ok=True)
     if args.init:
@@ -423,12 +471,13 @@ def main(argv=None):
     # --init: the starting model's own architecture (its config.json was copied above)
     cfg = made if args.init else dict(ARCH, vocab_size=made["vocab_size"], bos_token_id=made.get("bos_token_id"),
                                       eos_token_id=made.get("eos_token_id"))
-    data = [d for d in (encode(enc, s, args.max_len) for s in train_samples) if d is not None]
+    data = [d for d in (encode(enc, s, args.max_len, args.prompt_weight, args.call_weight) for s in train_samples)
+            if d is not None]
     lengths = [len(d[0]) for d in data]
     print("train: %d samples (%d over %d tokens dropped), mean %.0f tokens; vocab %d" % (
         len(data), len(train_samples) - len(data), args.max_len, sum(lengths) / len(lengths), cfg["vocab_size"]))
 
-    model = Model(cfg, args.seed)
+    model = Model(cfg, args.seed, args.tie_embeddings)
     if args.init:
         load_weights(model, args.init)
     params = sum(p.numel() for p in model.p.values())
@@ -448,8 +497,11 @@ def main(argv=None):
             g["lr"] = lr
         ids, mask = collate(data, idx)
         logits = model(ids[:, :-1])
-        loss = (F.cross_entropy(logits.reshape(-1, logits.shape[-1]), ids[:, 1:].reshape(-1), reduction="none")
-                * mask[:, 1:].reshape(-1)).sum() / mask[:, 1:].sum()
+        ce = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), ids[:, 1:].reshape(-1), reduction="none")
+        weights = mask[:, 1:].reshape(-1)
+        loss = (ce * weights).sum() / weights.sum()
+        in_reply = (weights >= 1.0).float()  # the reply's tokens (the prompt's weigh less than 1)
+        reply_loss = float((ce.detach() * in_reply).sum() / in_reply.sum().clamp(min=1))
         opt.zero_grad()
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.p.values(), 1.0)
@@ -457,10 +509,12 @@ def main(argv=None):
         model.balance(1e-3)
         minutes = (time.time() - started) / 60
         if step % 20 == 0 or step == len(plan) - 1:
-            curve.append({"step": step, "minutes": round(minutes, 2), "loss": round(float(loss), 4), "lr": lr})
-            print("step %d/%d  loss %.4f  lr %.2e  %.1f min" % (step, len(plan), float(loss), lr, minutes), flush=True)
-        if step > 0 and step % 250 == 0:
-            probes.append({"step": step, "json_validity": quick_validity(model, enc, heldout, 8)})
+            curve.append({"step": step, "minutes": round(minutes, 2), "loss": round(float(loss), 4),
+                          "reply_loss": round(reply_loss, 4), "lr": lr})
+            print("step %d/%d  loss %.4f  reply %.4f  lr %.2e  %.1f min" % (
+                step, len(plan), float(loss), reply_loss, lr, minutes), flush=True)
+        if step > 0 and step % args.probe_every == 0:
+            probes.append(dict(step=step, **quick_probe(model, enc, heldout, args.probe_samples)))
             print("  held-out probe: %s" % probes[-1], flush=True)
         if args.max_minutes and minutes > args.max_minutes:
             print("stopping at the time limit")
@@ -477,7 +531,8 @@ def main(argv=None):
         json.dump({"seed": args.seed, "train_samples": len(data), "heldout_samples": len(heldout),
                    "steps": step + 1, "parameters": params, "minutes": round((time.time() - started) / 60, 1),
                    "torch": torch.__version__, "threads": args.threads, "lr": args.lr,
-                   "tokens_per_batch": args.tokens_per_batch, "curve": curve, "probes": probes}, f, indent=1)
+                   "tokens_per_batch": args.tokens_per_batch, "prompt_weight": args.prompt_weight,
+                   "call_weight": args.call_weight, "contrast": args.contrast, "copy": args.copy, "tie_embeddings": args.tie_embeddings, "init": args.init, "curve": curve, "probes": probes}, f, indent=1)
         f.write("\n")
     prompts = [enc.encode(texts(s)[0], allowed_special="all") for s in heldout[:2]]
     diff = check_against_reference(model, args.out, prompts)
@@ -486,7 +541,8 @@ def main(argv=None):
         print("the trained forward pass and the reference disagree: the checkpoint is not the model trained")
         return 1
     with open(os.path.join(args.out, "training.svg"), "w") as f:
-        f.write(curve_svg(curve, "tool-tiny: weighted loss per token (reply 1, prompt %.1f)" % PROMPT_WEIGHT))
+        f.write(curve_svg(curve, "tool-tiny: weighted loss per token (prompt %.2g, reply 1, calls %.2g)" % (
+            args.prompt_weight, args.call_weight)))
     print("wrote %s (%.1f min)" % (args.out, (time.time() - started) / 60))
     return 0
 
