@@ -532,7 +532,9 @@ def main(argv=None):
                    "steps": step + 1, "parameters": params, "minutes": round((time.time() - started) / 60, 1),
                    "torch": torch.__version__, "threads": args.threads, "lr": args.lr,
                    "tokens_per_batch": args.tokens_per_batch, "prompt_weight": args.prompt_weight,
-                   "call_weight": args.call_weight, "contrast": args.contrast, "copy": args.copy, "tie_embeddings": args.tie_embeddings, "init": args.init, "curve": curve, "probes": probes}, f, indent=1)
+                   "call_weight": args.call_weight, "contrast": args.contrast, "copy": args.copy,
+                   "tie_embeddings": args.tie_embeddings, "init": args.init, "curve": curve, "probes": probes},
+                  f, indent=1)
         f.write("\n")
     prompts = [enc.encode(texts(s)[0], allowed_special="all") for s in heldout[:2]]
     diff = check_against_reference(model, args.out, prompts)
