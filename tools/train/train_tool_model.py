@@ -112,7 +112,7 @@ _SPECIAL_SPLIT = re.compile("(" + "|".join(re.escape(s) for s in SPECIALS) + ")"
 
 
 def encode(enc, sample, max_len, prompt_weight=PROMPT_WEIGHT, call_weight=CALL_WEIGHT):
-    """(token ids, loss weights) or None when too long. Weights: prompt_weight on the prompt's
+    """(token ids, loss weights, the prompt's length) or None when too long. Weights: prompt_weight on the prompt's
     tokens, 1 on the reply's, call_weight on the reply's deciding tokens (its first token, and every
     call's name and arguments). The reply is encoded piece by piece between its special tokens, which
     BPE never merges across, so the ids are the same as encoding it whole."""
@@ -136,7 +136,7 @@ def encode(enc, sample, max_len, prompt_weight=PROMPT_WEIGHT, call_weight=CALL_W
         w[0] = call_weight
     if len(p) + len(r) > max_len:
         return None
-    return p + r, [prompt_weight] * len(p) + w
+    return p + r, [prompt_weight] * len(p) + w, len(p)
 
 
 # -------------------------------------------------------------------------------------- the model
@@ -361,11 +361,13 @@ def collate(data, idx):
     n = max(len(data[i][0]) for i in idx)
     ids = torch.zeros(len(idx), n, dtype=torch.long)
     mask = torch.zeros(len(idx), n)
+    reply = torch.zeros(len(idx), n)  # 1 on the reply's tokens, whatever the weights
     for r, i in enumerate(idx):
-        toks, m = data[i]
+        toks, m, prompt_len = data[i]
         ids[r, :len(toks)] = torch.tensor(toks)
         mask[r, :len(m)] = torch.tensor(m, dtype=torch.float32)
-    return ids, mask
+        reply[r, prompt_len:len(toks)] = 1.0
+    return ids, mask, reply
 
 
 @torch.no_grad()
@@ -495,12 +497,12 @@ def main(argv=None):
         lr = args.lr * min(1.0, (step + 1) / warmup) * 0.5 * (1 + math.cos(math.pi * step / len(plan)))
         for g in opt.param_groups:
             g["lr"] = lr
-        ids, mask = collate(data, idx)
+        ids, mask, reply = collate(data, idx)
         logits = model(ids[:, :-1])
         ce = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), ids[:, 1:].reshape(-1), reduction="none")
         weights = mask[:, 1:].reshape(-1)
         loss = (ce * weights).sum() / weights.sum()
-        in_reply = (weights >= 1.0).float()  # the reply's tokens (the prompt's weigh less than 1)
+        in_reply = reply[:, 1:].reshape(-1)  # the predicted positions that are the reply's tokens
         reply_loss = float((ce.detach() * in_reply).sum() / in_reply.sum().clamp(min=1))
         opt.zero_grad()
         loss.backward()
