@@ -275,6 +275,7 @@ StatusOr<std::unique_ptr<Agent>> Agent::Start(const AgentConfig& config) {
   api.admission.weights = config.tenant_weights;
   api.api_keys = config.api_keys;
   api.fault_injection = config.fault_injection;
+  api.forward_unknown_tool_calls = config.forward_unknown_tool_calls;
   api.metrics = a.metrics.get();
   Impl* self = impl.get();
   api.admitting = [self] { return self->admitting.load(); };

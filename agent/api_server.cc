@@ -299,6 +299,7 @@ void ApiServer::Chat(const http::HttpRequest& request, const std::string& tenant
   openai::ResponseOptions ro = ResponseOptionsFor(call);
   ro.tools_json = tools;
   ro.tools_enabled = tools_enabled;
+  ro.forward_unknown_tool_calls = options_.forward_unknown_tool_calls;
   ro.reasoning = options_.family == engine::text::ChatFamily::kGlm;
   ro.logprobs = chat.logprobs;
   ro.top_logprobs = chat.params.logprobs < 0 ? 0 : chat.params.logprobs;
@@ -310,6 +311,12 @@ void ApiServer::Chat(const http::HttpRequest& request, const std::string& tenant
   }
   Serve(*stream, **builder, chat.stream, static_cast<int64_t>(call.prompt.size()), received, writer,
         options_);
+  if (const int dropped = (*builder)->dropped_tool_calls(); dropped > 0) {
+    // The count and the request, never the call (it is the model's text).
+    TANDEM_LOG(Warning) << call.request_id << ": " << dropped
+                        << " tool call(s) naming a function the request did not offer were dropped";
+    if (options_.metrics != nullptr) options_.metrics->CountDroppedToolCalls(dropped);
+  }
 }
 
 void ApiServer::Completions(const http::HttpRequest& request, const std::string& tenant,

@@ -41,6 +41,7 @@ struct ApiServerOptions {
   AdmissionOptions admission;                // per-tenant caps, queues and weights (admission.h)
   std::vector<ApiKey> api_keys;              // empty: no authentication, tenant "default"
   bool fault_injection = false;              // honour x-tandem-fault (tests only)
+  bool forward_unknown_tool_calls = false;   // api.unknownToolCalls: forward (default: drop)
   bool count_finished = false;               // the router counts finishes itself (no engine to count them)
   GenerationBackend* backend = nullptr;      // not owned
   metrics::AgentMetrics* metrics = nullptr;  // not owned

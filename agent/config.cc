@@ -185,10 +185,10 @@ Status ParseEngine(const YAML::Node& n, AgentConfig* c) {
 }
 
 Status ParseApi(const YAML::Node& n, AgentConfig* c) {
-  RETURN_IF_ERROR(
-      CheckKeys(n, "api",
-                {"defaultMaxTokens", "maxBodyBytes", "maxBufferedBodyBytes", "headerTimeoutMs", "maxInflight",
-                 "tenantMaxInflight", "maxQueuedPerTenant", "queueTimeoutMs", "tenantWeights"}));
+  RETURN_IF_ERROR(CheckKeys(
+      n, "api",
+      {"defaultMaxTokens", "maxBodyBytes", "maxBufferedBodyBytes", "headerTimeoutMs", "maxInflight",
+       "tenantMaxInflight", "maxQueuedPerTenant", "queueTimeoutMs", "tenantWeights", "unknownToolCalls"}));
   uint64_t max_tokens = static_cast<uint64_t>(c->default_max_tokens);
   RETURN_IF_ERROR(ReadUint(n, "api", "defaultMaxTokens", 1, 1u << 20, &max_tokens));
   c->default_max_tokens = static_cast<int32_t>(max_tokens);
@@ -217,6 +217,12 @@ Status ParseApi(const YAML::Node& n, AgentConfig* c) {
       c->tenant_weights[tenant] = static_cast<int64_t>(weight);
     }
   }
+  std::string unknown_tools = c->forward_unknown_tool_calls ? "forward" : "drop";
+  RETURN_IF_ERROR(ReadString(n, "api", "unknownToolCalls", &unknown_tools));
+  if (unknown_tools != "drop" && unknown_tools != "forward") {
+    return Status::InvalidArgument("api.unknownToolCalls: '" + unknown_tools + "' must be drop or forward");
+  }
+  c->forward_unknown_tool_calls = unknown_tools == "forward";
   return Status::Ok();
 }
 

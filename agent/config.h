@@ -91,6 +91,10 @@ struct AgentConfig {
   uint64_t max_queued_per_tenant = 64;
   uint64_t queue_timeout_ms = 10'000;
   std::map<std::string, int64_t> tenant_weights;
+  // api.unknownToolCalls: "drop" (default) takes a parsed tool call naming a function the request
+  // did not offer out of the response (tandem_tool_calls_dropped_total counts it); "forward" passes
+  // it on as the model wrote it (to measure the model's own tool-call validity).
+  bool forward_unknown_tool_calls = false;
 
   // auth: API keys (inline {key|sha256, tenant}, or a file of "KEY TENANT" lines), kept as
   // SHA-256 digests. None: no authentication, and every request belongs to the tenant "default".

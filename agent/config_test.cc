@@ -131,7 +131,7 @@ model: {path: /models/tiny, name: tiny-chat}
 engine: {threads: 4, tensorParallel: 2, prefixCache: false, transferTimeoutMs: 5000, queueWaitMs: 100,
          probePeriodMs: 200, probeTimeoutMs: 900}
 api: {defaultMaxTokens: 64, maxBodyBytes: 65536, maxBufferedBodyBytes: 1048576, headerTimeoutMs: 2000,
-      maxInflight: 8}
+      maxInflight: 8, unknownToolCalls: forward}
 auth: {apiKeys: [{key: k1, tenant: bank}]}
 router: {prefill: ["10.0.0.1:50051"], decodeService: "kimi-decode.ns.svc:50051", refreshMs: 100}
 shutdownGraceMs: 1000
@@ -149,6 +149,7 @@ shutdownGraceMs: 1000
   EXPECT_EQ(c->max_body_bytes, 65536u);
   EXPECT_EQ(c->max_buffered_body_bytes, 1048576u);
   EXPECT_EQ(c->max_inflight, 8u);
+  EXPECT_TRUE(c->forward_unknown_tool_calls);
   ASSERT_EQ(c->api_keys.size(), 1u);
   EXPECT_EQ(c->api_keys[0].tenant, "bank");
   EXPECT_EQ(c->prefill_endpoints, std::vector<std::string>{"10.0.0.1:50051"});
@@ -173,6 +174,8 @@ TEST(AgentConfigTest, ServingErrorsNameTheField) {
            {"auth: {apiKeys: [{key: k}]}\nmodel: {path: x}\n", "auth.apiKeys[0]"},
            {"router: {prefill: [\"\"]}\nmodel: {path: x}\n", "router.prefill[0]"},
            {"engine: {bogus: 1}\nmodel: {path: x}\n", "engine.bogus"},
+           {"api: {unknownToolCalls: keep}\nmodel: {path: x}\n", "api.unknownToolCalls"},
+           {"api: {unknownToolCalls: [drop]}\nmodel: {path: x}\n", "api.unknownToolCalls"},
        }) {
     StatusOr<AgentConfig> c = ParseAgentConfig(t.yaml);
     ASSERT_FALSE(c.ok()) << t.yaml;
@@ -191,6 +194,7 @@ TEST(AgentConfigTest, TenantAdmissionSettings) {
   EXPECT_EQ(c->queue_timeout_ms, 500u);
   EXPECT_EQ(c->tenant_weights.at("bank-a"), 3);
   EXPECT_EQ(c->tenant_weights.at("clinic"), 1);
+  EXPECT_FALSE(c->forward_unknown_tool_calls);  // api.unknownToolCalls: drop by default
   for (const char* bad :
        {"model: {path: x}\napi: {tenantWeights: [a]}\n", "model: {path: x}\napi: {tenantWeights: {a: 0}}\n",
         "model: {path: x}\napi: {tenantWeights: {a: x}}\n",

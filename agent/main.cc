@@ -52,6 +52,8 @@ void Usage(FILE* out) {
       "  --no-page-tags           integrity off (page tags are on by default)\n"
       "  --no-transfer-checksum   KV transfers unchecksummed (on by default)\n"
       "  --no-prefix-cache        no prefix sharing on prefill members\n"
+      "  --forward-unknown-tool-calls   pass on tool calls naming a function the request did not\n"
+      "                           offer (api.unknownToolCalls: forward; by default they are dropped)\n"
       "  --enable-fault-injection honour x-tandem-fault (tests only)\n");
 }
 
@@ -156,6 +158,7 @@ int main(int argc, char** argv) {
   bool check_only = false;
   std::vector<std::pair<std::string, const char*>> flags;
   bool fault_injection = false, no_page_tags = false, no_prefix_cache = false, no_transfer_checksum = false;
+  bool forward_unknown_tool_calls = false;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--help" || arg == "-h") {
@@ -171,6 +174,8 @@ int main(int argc, char** argv) {
       no_prefix_cache = true;
     } else if (arg == "--no-transfer-checksum") {
       no_transfer_checksum = true;
+    } else if (arg == "--forward-unknown-tool-calls") {
+      forward_unknown_tool_calls = true;
     } else if (arg == "--config" && i + 1 < argc) {
       config_path = argv[++i];
     } else if (arg.rfind("--", 0) == 0 && i + 1 < argc) {
@@ -235,6 +240,7 @@ int main(int argc, char** argv) {
   if (no_page_tags) config.page_tags = false;
   if (no_prefix_cache) config.prefix_cache = false;
   if (no_transfer_checksum) config.transfer_checksum = false;
+  if (forward_unknown_tool_calls) config.forward_unknown_tool_calls = true;
   if (Status st = tandem::agent::ValidateAgentConfig(config); !st.ok()) {
     std::fprintf(stderr, "tandem-agent: %s\n", st.ToString().c_str());
     return 1;

@@ -44,6 +44,8 @@ constexpr char kUsage[] =
     "                    [--transfer-timeout-ms N] [--ready-file PATH] [--agent PATH]\n"
     "                    [--no-prefix-cache] [--no-page-tags] [--no-transfer-checksum]\n"
     "                    [--enable-fault-injection (tests: honour x-tandem-fault)]\n"
+    "                    [--forward-unknown-tool-calls (pass on calls to functions a request did not\n"
+    "                     offer; by default the router drops them)]\n"
     "                    [--restart-agents (start a prefill or decode agent again when it exits)]\n"
     "                    [--tls (mutual TLS between the agents, from a throwaway private CA)]\n"
     "                    [--tls-dir DIR (mutual TLS from DIR/ca.crt, tls.crt, tls.key)]\n"
@@ -68,6 +70,7 @@ struct LocalArgs {
   bool no_page_tags = false;
   bool no_transfer_checksum = false;
   bool restart_agents = false;
+  bool forward_unknown_tool_calls = false;
   bool tls = false;     // --tls or --tls-dir
   std::string tls_dir;  // --tls-dir: certificates given; empty: made for this run
   std::string tls_server_name = "tandem-agent";
@@ -76,13 +79,14 @@ struct LocalArgs {
 bool ParseArgs(const std::vector<std::string>& args, LocalArgs* out) {
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& flag = args[i];
-    bool* switch_flag = flag == "--enable-fault-injection" ? &out->fault_injection
-                        : flag == "--no-prefix-cache"      ? &out->no_prefix_cache
-                        : flag == "--no-page-tags"         ? &out->no_page_tags
-                        : flag == "--no-transfer-checksum" ? &out->no_transfer_checksum
-                        : flag == "--restart-agents"       ? &out->restart_agents
-                        : flag == "--tls"                  ? &out->tls
-                                                           : nullptr;
+    bool* switch_flag = flag == "--enable-fault-injection"       ? &out->fault_injection
+                        : flag == "--no-prefix-cache"            ? &out->no_prefix_cache
+                        : flag == "--no-page-tags"               ? &out->no_page_tags
+                        : flag == "--no-transfer-checksum"       ? &out->no_transfer_checksum
+                        : flag == "--restart-agents"             ? &out->restart_agents
+                        : flag == "--forward-unknown-tool-calls" ? &out->forward_unknown_tool_calls
+                        : flag == "--tls"                        ? &out->tls
+                                                                 : nullptr;
     if (switch_flag != nullptr) {
       *switch_flag = true;
       continue;
@@ -302,6 +306,7 @@ int RunLocal(const std::vector<std::string>& raw) {
                   "--metrics-port", std::to_string(*metrics), "--grpc-port", std::to_string(*grpc),
                   "--api-key", key + ":local"});
       for (const std::string& k : args.tenant_keys) a.insert(a.end(), {"--api-key", k});
+      if (args.forward_unknown_tool_calls) a.push_back("--forward-unknown-tool-calls");
       for (const std::string& e : prefill_endpoints) a.insert(a.end(), {"--prefill", e});
       for (const std::string& e : decode_endpoints) a.insert(a.end(), {"--decode", e});
       started = stack.Spawn("router", *agent, a, *metrics);

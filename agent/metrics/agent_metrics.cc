@@ -173,6 +173,9 @@ struct AgentMetrics::Impl {
                                         "Admissions that looked up the prefix cache.");
   Counter& prefix_hits = MakeCounter(r, constant, "tandem_prefix_cache_hits_total",
                                      "Prefix cache lookups that matched at least one page.");
+  Counter& tool_calls_dropped =
+      MakeCounter(r, constant, "tandem_tool_calls_dropped_total",
+                  "Tool calls taken out of responses for naming a function the request did not offer.");
 
   Histogram& ttft =
       MakeHistogram(r, constant, "tandem_time_to_first_token_seconds",
@@ -259,6 +262,10 @@ void AgentMetrics::ObserveTransfer(double seconds) { impl_->transfer_seconds.Obs
 void AgentMetrics::CountTransferFailure(TransferFailure reason) {
   const size_t i = static_cast<size_t>(reason);
   if (i < kNumTransferFailures) impl_->transfer_failures[i]->Increment();
+}
+
+void AgentMetrics::CountDroppedToolCalls(int64_t calls) {
+  if (calls > 0) impl_->tool_calls_dropped.Increment(static_cast<double>(calls));
 }
 
 std::string AgentMetrics::Serialize() const {

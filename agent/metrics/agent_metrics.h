@@ -76,6 +76,8 @@ class AgentMetrics {
   void ObserveTransfer(double seconds);
   // A failure the agent saw itself (the engine-counted ones come with UpdateFromEngine).
   void CountTransferFailure(TransferFailure reason);
+  // API roles: tool calls taken out of a response for naming a function the request did not offer.
+  void CountDroppedToolCalls(int64_t calls);
 
   // Prometheus text exposition format 0.0.4 of every series.
   std::string Serialize() const;

@@ -50,9 +50,10 @@ constexpr const char* kGauges[] = {"tandem_kv_cache_usage_ratio", "tandem_kv_cac
                                    "tandem_kv_cache_used_tokens", "tandem_requests_running",
                                    "tandem_requests_waiting",     "tandem_prefill_tokens_waiting",
                                    "tandem_prefix_cache_tokens"};
-constexpr const char* kCounters[] = {"tandem_kv_integrity_pages_checked_total", "tandem_prompt_tokens_total",
-                                     "tandem_generation_tokens_total", "tandem_prefix_cache_queries_total",
-                                     "tandem_prefix_cache_hits_total"};
+constexpr const char* kCounters[] = {
+    "tandem_kv_integrity_pages_checked_total", "tandem_prompt_tokens_total",
+    "tandem_generation_tokens_total",          "tandem_prefix_cache_queries_total",
+    "tandem_prefix_cache_hits_total",          "tandem_tool_calls_dropped_total"};
 constexpr const char* kHistograms[] = {"tandem_time_to_first_token_seconds",
                                        "tandem_inter_token_latency_seconds",
                                        "tandem_e2e_request_latency_seconds", "tandem_kv_transfer_seconds"};
@@ -113,8 +114,9 @@ TEST(AgentMetricsTest, EverySeriesIsPresentAtZeroFromConstruction) {
     }
   }
   // The list in ARCHITECTURE.md, "Metric names", tandem_prefill_tokens_waiting (the prefill
-  // pool's autoscaling signal, docs/autoscaling.md) and tandem_prefix_cache_tokens (docs/agent.md).
-  EXPECT_EQ(families, 20u);
+  // pool's autoscaling signal, docs/autoscaling.md), tandem_prefix_cache_tokens (docs/agent.md)
+  // and tandem_tool_calls_dropped_total (docs/agent-config.md).
+  EXPECT_EQ(families, 21u);
 }
 
 TEST(AgentMetricsTest, TransferFailureNamesAreDistinctSnakeCase) {
@@ -153,7 +155,11 @@ TEST(AgentMetricsTest, EngineCountersAdvanceByDeltas) {
   s.prefix_cache_queries = 6;
   s.import_bytes += 8192;
   m.UpdateFromEngine(s);
+  m.CountDroppedToolCalls(2);
+  m.CountDroppedToolCalls(0);
+  m.CountDroppedToolCalls(1);
   const std::string t = m.Serialize();
+  EXPECT_EQ(Value(t, Series("tandem_tool_calls_dropped_total")), "3");
   EXPECT_EQ(Value(t, Series("tandem_requests_finished_total", R"(reason="stop")")), "5");
   EXPECT_EQ(Value(t, Series("tandem_requests_finished_total", R"(reason="abort")")), "1");
   EXPECT_EQ(Value(t, Series("tandem_requests_finished_total", R"(reason="length")")), "0");

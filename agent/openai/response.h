@@ -56,7 +56,13 @@ struct ResponseOptions {
   engine::text::ChatFamily family = engine::text::ChatFamily::kKimiK2;
   std::vector<std::string> tools_json;  // the request's tools (GLM argument types)
   bool tools_enabled = false;           // parse tool calls
-  bool reasoning = false;               // split <think> into reasoning_content (GLM)
+  // A parsed call naming a function that is not among the request's tools is dropped (its markup
+  // is consumed, nothing reaches the client; counted in dropped_tool_calls()), as SGLang's parsers
+  // do by default: a client must never be handed a call to a tool it did not offer for this
+  // request. True passes such calls on as the model wrote them (to measure a model's own validity).
+  // With no declarations in tools_json (a builder used without a request) nothing is dropped.
+  bool forward_unknown_tool_calls = false;
+  bool reasoning = false;  // split <think> into reasoning_content (GLM)
   // The prompt ended inside an open think block (a template that writes "<think>" itself), so the
   // output starts as reasoning. GLM's template here does not: the model writes "<think>".
   bool prompt_opened_think = false;
@@ -87,6 +93,8 @@ class ChatResponseBuilder {
   std::string Body(engine::runtime::FinishReason reason, const Usage& usage);
 
   bool made_tool_calls() const;
+  // Calls dropped so far for naming a function the request did not offer.
+  int dropped_tool_calls() const;
 
  private:
   struct State;

@@ -190,6 +190,63 @@ TEST(ChatStream, KimiToolCalls) {
   }
 }
 
+// A tool declaration as ParseTools keeps it.
+std::string Tool(const std::string& name) {
+  return R"({"type":"function","function":{"name":")" + name + R"(","parameters":{"type":"object"}}})";
+}
+
+TEST(ChatStream, CallsToFunctionsNotOfferedAreDropped) {
+  for (size_t size : {1, 5, 1000}) {
+    ResponseOptions o = Options();
+    o.tools_enabled = true;
+    o.tools_json = {Tool("get_time"), Tool("book_table")};  // get_weather is not offered
+    auto b = Builder(o);
+    Reassembled r = Stream(*b, Chunks(kKimiOutput, size));
+    EXPECT_EQ(r.content, "Let me check.");  // the dropped call's markup is consumed, not content
+    ASSERT_EQ(r.calls.size(), 1u);
+    ASSERT_TRUE(r.calls.count(0));  // the kept call takes index 0: no gap where one was dropped
+    EXPECT_EQ(r.calls[0]["name"], "get_time");
+    EXPECT_EQ(r.calls[0]["id"], "functions.get_time:1");
+    EXPECT_EQ(r.finish_reason, "tool_calls");
+    EXPECT_EQ(b->dropped_tool_calls(), 1);
+
+    auto whole = Builder(o);
+    for (const std::string& piece : Chunks(kKimiOutput, size)) whole->Add(Text(piece));
+    Json body = Json::parse(whole->Body(FinishReason::kStop, Usage{}));
+    const Json& message = body["choices"][0]["message"];
+    ASSERT_EQ(message["tool_calls"].size(), 1u);
+    EXPECT_EQ(message["tool_calls"][0]["function"]["name"], "get_time");
+    EXPECT_EQ(body["choices"][0]["finish_reason"], "tool_calls");
+    EXPECT_EQ(whole->dropped_tool_calls(), 1);
+  }
+}
+
+TEST(ChatStream, EveryCallDroppedFinishesAsStop) {
+  ResponseOptions o = Options();
+  o.tools_enabled = true;
+  o.tools_json = {Tool("book_table")};
+  auto b = Builder(o);
+  Reassembled r = Stream(*b, {kKimiOutput});
+  EXPECT_EQ(r.content, "Let me check.");
+  EXPECT_TRUE(r.calls.empty());
+  EXPECT_EQ(r.finish_reason, "stop");
+  EXPECT_FALSE(b->made_tool_calls());
+  EXPECT_EQ(b->dropped_tool_calls(), 2);
+}
+
+TEST(ChatStream, ForwardingKeepsCallsToFunctionsNotOffered) {
+  ResponseOptions o = Options();
+  o.tools_enabled = true;
+  o.tools_json = {Tool("book_table")};
+  o.forward_unknown_tool_calls = true;
+  auto b = Builder(o);
+  Reassembled r = Stream(*b, {kKimiOutput});
+  ASSERT_EQ(r.calls.size(), 2u);
+  EXPECT_EQ(r.calls[0]["name"], "get_weather");
+  EXPECT_EQ(r.calls[1]["name"], "get_time");
+  EXPECT_EQ(b->dropped_tool_calls(), 0);
+}
+
 TEST(ChatStream, ToolsDisabledLeavesMarkupAsContent) {
   auto b = Builder(Options());
   Reassembled r = Stream(*b, {kKimiOutput});

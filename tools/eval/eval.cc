@@ -50,6 +50,8 @@ constexpr char kUsage[] =
     "            stack per precision configuration)\n"
     "          --limit N (first N cases of each suite)  --concurrency N (4)  --max-tokens N (256)\n"
     "          --summary FILE (JSON: each configuration's figures over every suite)\n"
+    "          --unknown-tool-calls drop|forward (with --model: whether the stacks drop calls to functions\n"
+    "            a case did not offer, the agents' default, or pass them on to be scored; drop)\n"
     "  score   score recorded answers (JSONL, as `tools` writes them) without a server\n"
     "          --suite FILE --answers FILE [--verdicts FILE (one scored case per line)]\n"
     "  fidelity  every precision configuration of a checkpoint against its BF16 reference: per-token KL,\n"
@@ -69,6 +71,7 @@ struct Options {
   std::string answers, verdicts;
   std::string prompts, text;
   int limit = 0, concurrency = 4, max_tokens = 256, threads = 1, continuation = 32;
+  bool forward_unknown_tool_calls = false;  // --unknown-tool-calls forward
 };
 
 std::string ParseArgs(const std::vector<std::string>& args, Options* o) {
@@ -125,6 +128,9 @@ std::string ParseArgs(const std::vector<std::string>& args, Options* o) {
       ok = integer(1, 1 << 20, &o->max_tokens);
     } else if (flag == "--threads") {
       ok = integer(1, 256, &o->threads);
+    } else if (flag == "--unknown-tool-calls") {
+      ok = v == "drop" || v == "forward";
+      o->forward_unknown_tool_calls = v == "forward";
     } else {
       return "unknown flag " + flag;
     }
@@ -296,6 +302,7 @@ int RunTools(const Options& o) {
       so.label = "eval-" + config.name;
       so.threads = o.threads;
       so.extra = config.local_flags;
+      if (o.forward_unknown_tool_calls) so.extra.push_back("--forward-unknown-tool-calls");
       std::fprintf(stderr, "tandem eval: starting tandem local (%s: %s)\n", config.name.c_str(),
                    config.description.c_str());
       StatusOr<std::unique_ptr<LocalStack>> stack = LocalStack::Start(so);
@@ -377,6 +384,7 @@ int RunTools(const Options& o) {
   report.tables = {main, categories};
   report.config = {{"suites", o.suites},           {"limit", o.limit}, {"max_tokens", o.max_tokens},
                    {"concurrency", o.concurrency}, {"urls", o.urls},   {"model_dir", o.model_dir}};
+  report.config["unknown_tool_calls"] = o.forward_unknown_tool_calls ? "forward" : "drop";
   report.config["configurations"] = Json::array();
   for (const eval::PrecisionConfig& c : configs) {
     report.config["configurations"].push_back(

@@ -8,7 +8,8 @@
 // - a parsed request's fields are within the ranges the parser promises;
 // - every event is "data: <valid UTF-8 JSON>\n\n", the last one is exactly "data: [DONE]\n\n";
 // - the streamed content, reasoning and tool calls reassemble to the non-streaming body's (the
-//   pieces are cut at UTF-8 boundaries, as the detokenizer cuts).
+//   pieces are cut at UTF-8 boundaries, as the detokenizer cuts); calls are indexed 0, 1, ...;
+// - unless forwarding is on (half the inputs), every call returned names an offered function.
 
 #include <algorithm>
 #include <cstddef>
@@ -89,6 +90,7 @@ void CheckChat(const ChatCompletionRequest& r, ChatFamily family, size_t piece_b
   o.family = family;
   o.tools_json = r.chat.tools_json;
   o.tools_enabled = !r.chat.tools_json.empty() && r.tool_choice != ToolChoice::kNone;
+  o.forward_unknown_tool_calls = piece_bytes % 2 == 0;  // both policies, as the input's size picks
   o.reasoning = family == ChatFamily::kGlm;
   o.logprobs = r.logprobs;
   o.top_logprobs = r.params.logprobs;
@@ -111,7 +113,10 @@ void CheckChat(const ChatCompletionRequest& r, ChatFamily family, size_t piece_b
       const json& delta = choice["delta"];
       if (delta.contains("content")) content += delta["content"].get<std::string>();
       if (delta.contains("reasoning_content")) reasoning += delta["reasoning_content"].get<std::string>();
-      if (delta.contains("tool_calls") && delta["tool_calls"][0].contains("id")) ++calls;
+      if (delta.contains("tool_calls") && delta["tool_calls"][0].contains("id")) {
+        Check(delta["tool_calls"][0]["index"] == calls);  // 0, 1, ...: no gap where one was dropped
+        ++calls;
+      }
     }
   }
   json body = json::parse((*whole)->Body(FinishReason::kStop, {}), nullptr, false);
@@ -121,6 +126,20 @@ void CheckChat(const ChatCompletionRequest& r, ChatFamily family, size_t piece_b
   Check(reasoning == message.value("reasoning_content", std::string()));
   Check(calls == message.value("tool_calls", json::array()).size());
   Check((*streamed)->made_tool_calls() == (calls > 0));
+  Check((*streamed)->dropped_tool_calls() == (*whole)->dropped_tool_calls());
+  // Dropping on: every call the client sees names a function the request offered.
+  if (!o.forward_unknown_tool_calls) {
+    std::vector<std::string> offered;
+    for (const std::string& tool : r.chat.tools_json)
+      offered.push_back(json::parse(tool)["function"]["name"]);
+    const json returned = message.value("tool_calls", json::array());
+    for (const json& call : returned) {
+      const std::string name = call["function"]["name"];
+      Check(std::find(offered.begin(), offered.end(), name) != offered.end());
+    }
+  } else {
+    Check((*streamed)->dropped_tool_calls() == 0);
+  }
 }
 
 void CheckCompletion(const CompletionRequest& r, size_t piece_bytes) {
