@@ -300,7 +300,11 @@ StatusOr<std::vector<std::string>> WriteReport(const Report& report, const std::
   if (!report.targets.empty()) {
     Table t{"Targets", {"target", "this run", "wanted", "production", "met"}, {}};
     for (const Target& g : report.targets) {
-      const auto show = [&](double v) { return g.unit == "%" ? Format("%.2f%%", v) : Format("%.3fx", v); };
+      const auto show = [&](double v) {
+        if (g.unit == "%") return Format("%.2f%%", v);
+        if (g.unit == "x") return Format("%.3fx", v);
+        return Format("%.3f", v) + g.unit;  // " points", " ms": the unit the target names
+      };
       t.rows.push_back({Text(g.name),
                         {show(g.value), Format("%.6g", g.value)},
                         {(g.at_least ? ">= " : "<= ") + show(g.threshold), Format("%.6g", g.threshold)},
