@@ -298,6 +298,7 @@ void ApiServer::Chat(const http::HttpRequest& request, const std::string& tenant
 
   openai::ResponseOptions ro = ResponseOptionsFor(call);
   ro.tools_json = tools;
+  ro.tool_names = chat.tool_names;
   ro.tools_enabled = tools_enabled;
   ro.forward_unknown_tool_calls = options_.forward_unknown_tool_calls;
   ro.reasoning = options_.family == engine::text::ChatFamily::kGlm;

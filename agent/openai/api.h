@@ -53,6 +53,7 @@ struct ChatCompletionRequest {
   bool logprobs = false;
   ToolChoice tool_choice = ToolChoice::kAuto;  // "auto" | "none" | "required" | {"type":"function",...}
   std::string tool_choice_name;                // kFunction only
+  std::vector<std::string> tool_names;         // tools[i].function.name, in order (non-empty)
 };
 
 // /v1/completions: prompt is a string, or an array of token ids (one prompt only: n = 1).

@@ -125,6 +125,7 @@ TEST(ParseChatTools, KeptAsSentInOrder) {
             R"({"type":"function","function":{"name":"get_weather","description":"d","parameters":)"
             R"({"type":"object","properties":{"z":{"type":"string"},"a":{"type":"integer"}}}}})");
   EXPECT_EQ(r.chat.tools_json[1], R"({"type":"function","function":{"name":"noop"}})");
+  EXPECT_EQ(r.tool_names, (std::vector<std::string>{"get_weather", "noop"}));  // what responses may call
   EXPECT_EQ(r.tool_choice, ToolChoice::kAuto);
   EXPECT_TRUE(Ok(kUser, R"(,"tools":null)").chat.tools_json.empty());
 }

@@ -172,7 +172,6 @@ std::optional<ApiError> ParseTools(const Json& body, ChatCompletionRequest* out)
   FieldReader reader(body, "");
   const Json* tools = reader.Array("tools");
   if (!reader.ok()) return reader.error();
-  std::vector<std::string> names;
   for (size_t i = 0; tools != nullptr && i < tools->size(); ++i) {
     const Json& tool = (*tools)[i];
     const std::string key = "tools[" + std::to_string(i) + "]";
@@ -193,10 +192,10 @@ std::optional<ApiError> ParseTools(const Json& body, ChatCompletionRequest* out)
     f.Object("parameters");
     if (f.ok() && name.empty()) f.Fail("name", "'" + f.Param("name") + "' must not be empty");
     if (!f.ok()) return f.error();
-    names.push_back(name);
+    out->tool_names.push_back(name);
     out->chat.tools_json.push_back(tool.dump(-1, ' ', false, Json::error_handler_t::replace));
   }
-  return ParseToolChoice(body, names, out);
+  return ParseToolChoice(body, out->tool_names, out);
 }
 
 }  // namespace tandem::agent::openai::internal

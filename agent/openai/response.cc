@@ -61,11 +61,10 @@ struct ChatResponseBuilder::State {
   std::optional<internal::ReasoningSplitter> splitter;   // set: <think> goes to reasoning_content
   bool role_sent = false;
   bool finished = false;
-  int tool_calls = 0;                // calls passed on (their streaming index is this count)
-  int dropped_tool_calls = 0;        // calls naming a function the request did not offer
-  std::vector<std::string> offered;  // the request's function names (none known: nothing dropped)
-  Produced total;                    // non-streaming: everything so far
-  Json logprobs = Json::array();     // non-streaming: all entries; streaming: not yet sent
+  int tool_calls = 0;             // calls passed on (their streaming index is this count)
+  int dropped_tool_calls = 0;     // calls naming a function the request did not offer
+  Produced total;                 // non-streaming: everything so far
+  Json logprobs = Json::array();  // non-streaming: all entries; streaming: not yet sent
 
   // The model's text through the splitter, then the content through the tool-call parser.
   Produced Process(std::string_view text, bool at_end) {
@@ -89,9 +88,10 @@ struct ChatResponseBuilder::State {
     } else {
       out.content = std::move(split.content);
     }
-    if (!options.forward_unknown_tool_calls && !offered.empty()) {
+    if (!options.forward_unknown_tool_calls && !options.tool_names.empty()) {
+      const std::vector<std::string>& offered = options.tool_names;
       const size_t before = out.calls.size();
-      std::erase_if(out.calls, [this](const ParsedToolCall& call) {
+      std::erase_if(out.calls, [&offered](const ParsedToolCall& call) {
         return std::find(offered.begin(), offered.end(), call.name) == offered.end();
       });
       dropped_tool_calls += static_cast<int>(before - out.calls.size());
@@ -156,14 +156,6 @@ StatusOr<std::unique_ptr<ChatResponseBuilder>> ChatResponseBuilder::Create(const
     parser_options.tools_json = options.tools_json;
     parser_options.id_prefix = ToolCallIdPrefix(options.id);
     ASSIGN_OR_RETURN(state->parser, engine::text::NewToolCallParser(options.family, parser_options));
-    // The parser has checked that every entry is JSON; ParseTools that each names its function.
-    for (const std::string& tool : options.tools_json) {
-      Json t = Json::parse(tool, nullptr, false);
-      if (t.is_object() && t.contains("function") && t["function"].is_object() &&
-          t["function"].contains("name") && t["function"]["name"].is_string()) {
-        state->offered.push_back(t["function"]["name"].get<std::string>());
-      }
-    }
   }
   if (options.reasoning) state->splitter.emplace(options.prompt_opened_think);
   return std::unique_ptr<ChatResponseBuilder>(new ChatResponseBuilder(std::move(state)));

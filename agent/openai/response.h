@@ -56,11 +56,14 @@ struct ResponseOptions {
   engine::text::ChatFamily family = engine::text::ChatFamily::kKimiK2;
   std::vector<std::string> tools_json;  // the request's tools (GLM argument types)
   bool tools_enabled = false;           // parse tool calls
-  // A parsed call naming a function that is not among the request's tools is dropped (its markup
-  // is consumed, nothing reaches the client; counted in dropped_tool_calls()), as SGLang's parsers
-  // do by default: a client must never be handed a call to a tool it did not offer for this
-  // request. True passes such calls on as the model wrote them (to measure a model's own validity).
-  // With no declarations in tools_json (a builder used without a request) nothing is dropped.
+  // The request's function names (ChatCompletionRequest::tool_names). A parsed call naming any other
+  // function is dropped (its markup is consumed, nothing reaches the client; counted in
+  // dropped_tool_calls()), as SGLang's parsers do by default: a client must never be handed a call
+  // to a tool it did not offer for this request. Empty (a builder used without a request): nothing
+  // is dropped.
+  std::vector<std::string> tool_names;
+  // True passes calls to functions outside tool_names on as the model wrote them (to measure a
+  // model's own validity).
   bool forward_unknown_tool_calls = false;
   bool reasoning = false;  // split <think> into reasoning_content (GLM)
   // The prompt ended inside an open think block (a template that writes "<think>" itself), so the

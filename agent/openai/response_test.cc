@@ -200,6 +200,7 @@ TEST(ChatStream, CallsToFunctionsNotOfferedAreDropped) {
     ResponseOptions o = Options();
     o.tools_enabled = true;
     o.tools_json = {Tool("get_time"), Tool("book_table")};  // get_weather is not offered
+    o.tool_names = {"get_time", "book_table"};
     auto b = Builder(o);
     Reassembled r = Stream(*b, Chunks(kKimiOutput, size));
     EXPECT_EQ(r.content, "Let me check.");  // the dropped call's markup is consumed, not content
@@ -225,6 +226,7 @@ TEST(ChatStream, EveryCallDroppedFinishesAsStop) {
   ResponseOptions o = Options();
   o.tools_enabled = true;
   o.tools_json = {Tool("book_table")};
+  o.tool_names = {"book_table"};
   auto b = Builder(o);
   Reassembled r = Stream(*b, {kKimiOutput});
   EXPECT_EQ(r.content, "Let me check.");
@@ -238,6 +240,7 @@ TEST(ChatStream, ForwardingKeepsCallsToFunctionsNotOffered) {
   ResponseOptions o = Options();
   o.tools_enabled = true;
   o.tools_json = {Tool("book_table")};
+  o.tool_names = {"book_table"};
   o.forward_unknown_tool_calls = true;
   auto b = Builder(o);
   Reassembled r = Stream(*b, {kKimiOutput});

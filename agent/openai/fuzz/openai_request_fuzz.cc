@@ -89,6 +89,7 @@ void CheckChat(const ChatCompletionRequest& r, ChatFamily family, size_t piece_b
   o.model = r.model;
   o.family = family;
   o.tools_json = r.chat.tools_json;
+  o.tool_names = r.tool_names;
   o.tools_enabled = !r.chat.tools_json.empty() && r.tool_choice != ToolChoice::kNone;
   o.forward_unknown_tool_calls = piece_bytes % 2 == 0;  // both policies, as the input's size picks
   o.reasoning = family == ChatFamily::kGlm;
