@@ -190,17 +190,22 @@ TEST(ChatStream, KimiToolCalls) {
   }
 }
 
-// A tool declaration as ParseTools keeps it.
-std::string Tool(const std::string& name) {
-  return R"({"type":"function","function":{"name":")" + name + R"(","parameters":{"type":"object"}}})";
+// Options for a request offering these functions: their declarations as ParseTools keeps them,
+// and their names.
+ResponseOptions Offering(const std::vector<std::string>& names) {
+  ResponseOptions o = Options();
+  o.tools_enabled = true;
+  for (const std::string& name : names) {
+    o.tools_json.push_back(R"({"type":"function","function":{"name":")" + name +
+                           R"(","parameters":{"type":"object"}}})");
+  }
+  o.tool_names = names;
+  return o;
 }
 
 TEST(ChatStream, CallsToFunctionsNotOfferedAreDropped) {
   for (size_t size : {1, 5, 1000}) {
-    ResponseOptions o = Options();
-    o.tools_enabled = true;
-    o.tools_json = {Tool("get_time"), Tool("book_table")};  // get_weather is not offered
-    o.tool_names = {"get_time", "book_table"};
+    ResponseOptions o = Offering({"get_time", "book_table"});  // get_weather is not offered
     auto b = Builder(o);
     Reassembled r = Stream(*b, Chunks(kKimiOutput, size));
     EXPECT_EQ(r.content, "Let me check.");  // the dropped call's markup is consumed, not content
@@ -223,10 +228,7 @@ TEST(ChatStream, CallsToFunctionsNotOfferedAreDropped) {
 }
 
 TEST(ChatStream, EveryCallDroppedFinishesAsStop) {
-  ResponseOptions o = Options();
-  o.tools_enabled = true;
-  o.tools_json = {Tool("book_table")};
-  o.tool_names = {"book_table"};
+  ResponseOptions o = Offering({"book_table"});
   auto b = Builder(o);
   Reassembled r = Stream(*b, {kKimiOutput});
   EXPECT_EQ(r.content, "Let me check.");
@@ -237,10 +239,7 @@ TEST(ChatStream, EveryCallDroppedFinishesAsStop) {
 }
 
 TEST(ChatStream, ForwardingKeepsCallsToFunctionsNotOffered) {
-  ResponseOptions o = Options();
-  o.tools_enabled = true;
-  o.tools_json = {Tool("book_table")};
-  o.tool_names = {"book_table"};
+  ResponseOptions o = Offering({"book_table"});
   o.forward_unknown_tool_calls = true;
   auto b = Builder(o);
   Reassembled r = Stream(*b, {kKimiOutput});
