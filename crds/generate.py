@@ -336,6 +336,10 @@ def model_deployment():
                       "key": string("Key in the Secret.", minLength=1, maxLength=253,
                                     default="api-key")},
                      required=["name"])}),
+             "unknownToolCalls": string(
+                 "A tool call the model writes naming a function the request did not offer: drop "
+                 "it from the response (counted in tandem_tool_calls_dropped_total) or forward it "
+                 "to the client.", enum=["drop", "forward"], default="drop"),
              "resources": resources()}, default={}),
          "prefill": pool_spec("The prefill pool (ModelPool <name>-prefill)."),
          "decode": pool_spec("The decode pool (ModelPool <name>-decode)."),

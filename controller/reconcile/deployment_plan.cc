@@ -52,7 +52,8 @@ DesiredObject Pool(const DeploymentSpec& s, const json& mdep, const PoolSpec& p)
 DesiredObject Config(const DeploymentSpec& s, const json& mdep) {
   json data = {{ConfigKey("prefill"), RenderPoolConfig(s.name, s.common, s.prefill)},
                {ConfigKey("decode"), RenderPoolConfig(s.name, s.common, s.decode)},
-               {ConfigKey("router"), RenderRouterConfig(s.name, s.common, s.router_port)}};
+               {ConfigKey("router"),
+                RenderRouterConfig(s.name, s.common, s.router_port, s.forward_unknown_tool_calls)}};
   json meta = Metadata(s, mdep, ConfigMapName(s.name), "config");
   meta["annotations"] = {{std::string(kConfigHashAnnotation), ContentHash(data.dump())}};
   return {json{{"apiVersion", "v1"}, {"kind", "ConfigMap"}, {"metadata", meta}, {"data", data}}, {}};
@@ -79,7 +80,8 @@ DesiredObject RouterDeployment(const DeploymentSpec& s, const json& mdep) {
   pod.resources = s.router_resources;
   pod.http_port = s.router_port;
   pod.extra_env = env;
-  pod.config_hash = ContentHash(RenderRouterConfig(s.name, s.common, s.router_port));
+  pod.config_hash =
+      ContentHash(RenderRouterConfig(s.name, s.common, s.router_port, s.forward_unknown_tool_calls));
   pod.labels = CommonLabels(s.name, "router");
   json spec = {
       {"replicas", s.router_replicas},

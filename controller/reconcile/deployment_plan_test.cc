@@ -129,6 +129,42 @@ TEST(PlanDeployment, RouterReferencesTheApiKeySecretWithoutCopyingIt) {
   EXPECT_EQ(Contains(router["spec"]["template"]["metadata"]["labels"], service["spec"]["selector"]), true);
 }
 
+// spec.router.unknownToolCalls reaches the router's config as api.unknownToolCalls. The default
+// (drop) writes nothing, so a deployment that never names it keeps the config it had (and its
+// router pods) when the controller is upgraded; forward changes the config hash, so routers roll.
+TEST(PlanDeployment, UnknownToolCallsReachTheRoutersConfig) {
+  auto router_config = [](const DeploymentPlan& plan) {
+    return json::parse(Child(plan, "ConfigMap", "tiny-cpu-config")["data"]["router.yaml"].get<std::string>());
+  };
+  auto hash = [](const DeploymentPlan& plan) {
+    return Child(plan, "ConfigMap", "tiny-cpu-config")["metadata"]["annotations"]["tandem.dev/config-hash"];
+  };
+  json mdep = TinyCpu();
+  StatusOr<DeploymentPlan> unset = PlanDeployment(mdep);
+  ASSERT_TRUE(unset.ok()) << unset.status().ToString();
+  EXPECT_FALSE(unset->spec.forward_unknown_tool_calls);
+  EXPECT_FALSE(router_config(*unset).contains("api"));
+
+  mdep["spec"]["router"]["unknownToolCalls"] = "drop";
+  StatusOr<DeploymentPlan> drop = PlanDeployment(mdep);
+  ASSERT_TRUE(drop.ok()) << drop.status().ToString();
+  EXPECT_EQ(router_config(*drop), router_config(*unset));
+  EXPECT_EQ(hash(*drop), hash(*unset));
+
+  mdep["spec"]["router"]["unknownToolCalls"] = "forward";
+  StatusOr<DeploymentPlan> forward = PlanDeployment(mdep);
+  ASSERT_TRUE(forward.ok()) << forward.status().ToString();
+  EXPECT_TRUE(forward->spec.forward_unknown_tool_calls);
+  EXPECT_EQ(router_config(*forward)["api"], (json{{"unknownToolCalls", "forward"}}));
+  EXPECT_NE(hash(*forward), hash(*unset));
+  // Only the router: the pools' agents never build responses.
+  for (const char* key : {"prefill.yaml", "decode.yaml"}) {
+    EXPECT_FALSE(json::parse(Child(*forward, "ConfigMap", "tiny-cpu-config")["data"][key].get<std::string>())
+                     .contains("api"))
+        << key;
+  }
+}
+
 // spec.tls: the Secret (tls.crt, tls.key, ca.crt) is mounted read-only in the router and in both
 // pools' pods (through the ModelPools), never copied, and every agent config points at it.
 TEST(PlanDeployment, TlsSecretReachesEveryAgentPodAndConfig) {
@@ -262,6 +298,10 @@ INSTANTIATE_TEST_SUITE_P(
         InvalidCase{"NegativeMemory",
                     R"({"spec": {"decode": {"resources": {"limits": {"memory": "-1Gi"}}}}})",
                     "spec.decode.resources.limits.memory"},
+        InvalidCase{"UnknownToolCallsPolicy", R"({"spec": {"router": {"unknownToolCalls": "keep"}}})",
+                    "spec.router.unknownToolCalls: 'keep' is not drop or forward"},
+        InvalidCase{"UnknownToolCallsNotAString", R"({"spec": {"router": {"unknownToolCalls": true}}})",
+                    "spec.router.unknownToolCalls"},
         InvalidCase{"RequestsNotAMap", R"({"spec": {"router": {"resources": {"requests": "big"}}}})",
                     "spec.router.resources.requests: want a map"}),
     [](const testing::TestParamInfo<InvalidCase>& info) { return std::string(info.param.name); });

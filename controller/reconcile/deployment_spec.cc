@@ -358,6 +358,10 @@ StatusOr<DeploymentSpec> ParseDeploymentSpec(const json& mdep, const PlanOptions
   if (const json* res = r.Object("/spec/router/resources")) s.router_resources = *res;
   s.api_key_secret = r.String("/spec/router/auth/apiKeySecret/name", "");
   s.api_key_key = r.String("/spec/router/auth/apiKeySecret/key", s.api_key_key);
+  const std::string unknown_tools = r.String("/spec/router/unknownToolCalls", "drop");
+  if (unknown_tools != "drop" && unknown_tools != "forward")
+    r.Fail("spec.router.unknownToolCalls: '" + unknown_tools + "' is not drop or forward");
+  s.forward_unknown_tool_calls = unknown_tools == "forward";
   CheckReplicas(r, "/spec/router/replicas", s.router_replicas);
   CheckResources(r, "/spec/router/resources", s.router_resources);
   if (s.router_port < 1 || s.router_port > 65535) {

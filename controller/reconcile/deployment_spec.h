@@ -76,6 +76,9 @@ struct DeploymentSpec {
   json router_resources = json::object();
   std::string api_key_secret;  // Secret name; "" when the router runs without API keys
   std::string api_key_key = "api-key";
+  // spec.router.unknownToolCalls: false ("drop", the default) takes tool calls naming a function the
+  // request did not offer out of the response; true ("forward") passes them on.
+  bool forward_unknown_tool_calls = false;
   PoolSpec prefill;
   PoolSpec decode;
   // GPUs both pools may hold together (replicas x GPUs per pod, summed), a cap on the built-in

@@ -54,8 +54,11 @@ std::string RenderPoolConfig(std::string_view deployment, const CommonSpec& comm
   return config.dump(2) + "\n";
 }
 
-std::string RenderRouterConfig(std::string_view deployment, const CommonSpec& common, int64_t port) {
-  return Base(deployment, "router", common, port, kDefaultTerminationGraceSeconds).dump(2) + "\n";
+std::string RenderRouterConfig(std::string_view deployment, const CommonSpec& common, int64_t port,
+                               bool forward_unknown_tool_calls) {
+  json config = Base(deployment, "router", common, port, kDefaultTerminationGraceSeconds);
+  if (forward_unknown_tool_calls) config["api"] = {{"unknownToolCalls", "forward"}};
+  return config.dump(2) + "\n";
 }
 
 }  // namespace tandem::controller::reconcile

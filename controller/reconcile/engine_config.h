@@ -20,7 +20,10 @@ std::string ConfigKey(std::string_view role);
 // A prefill or decode agent's config.
 std::string RenderPoolConfig(std::string_view deployment, const CommonSpec& common, const PoolSpec& pool);
 
-// The router's config: listens on `port`, reads the tokenizer from the model.
-std::string RenderRouterConfig(std::string_view deployment, const CommonSpec& common, int64_t port);
+// The router's config: listens on `port`, reads the tokenizer from the model; api.unknownToolCalls
+// is written only when it is forward, so a deployment that never sets it keeps its config (and
+// its router pods) across controller upgrades.
+std::string RenderRouterConfig(std::string_view deployment, const CommonSpec& common, int64_t port,
+                               bool forward_unknown_tool_calls = false);
 
 }  // namespace tandem::controller::reconcile

@@ -96,7 +96,8 @@ void Deployment(const json& mdep) {
                       plan->spec.prefill, plan->spec.common);
       CheckPoolConfig(ParseRendered(data[rc::ConfigKey("decode")].get<std::string>(), Role::kDecode),
                       plan->spec.decode, plan->spec.common);
-      ParseRendered(data[rc::ConfigKey("router")].get<std::string>(), Role::kRouter);
+      Check(ParseRendered(data[rc::ConfigKey("router")].get<std::string>(), Role::kRouter)
+                .forward_unknown_tool_calls == plan->spec.forward_unknown_tool_calls);
     } else if (o["kind"] == "ModelPool") {
       ++pools;
       json pool = o;

@@ -131,7 +131,7 @@ class ExamplesTest(unittest.TestCase):
         self.assertEqual(crd_schema.admit(MD, obj), [])
         spec = obj["spec"]
         self.assertEqual(spec["prefill"]["replicas"], 1)  # a defaulted {} gets its defaults
-        self.assertEqual(spec["router"], {"replicas": 1, "port": 8000})
+        self.assertEqual(spec["router"], {"replicas": 1, "port": 8000, "unknownToolCalls": "drop"})
         self.assertEqual(spec["model"]["volume"]["mountPath"], "/models")
         self.assertTrue(spec["model"]["volume"]["persistentVolumeClaim"]["readOnly"])
         self.assertEqual(spec["decode"]["autoscaling"]["minReplicas"], 1)
@@ -191,6 +191,9 @@ class ConstraintTest(unittest.TestCase):
         e = self.md_errors(lambda s: s["decode"].update(autoscaling={"mode": "keda"}))
         self.assertEqual(e, ['spec.decode.autoscaling.mode: Unsupported value: "keda": supported '
                              'values: "builtin", "external"', NOT_CHECKED])
+        e = self.md_errors(lambda s: s.setdefault("router", {}).update(unknownToolCalls="keep"))
+        self.assertEqual(e, ['spec.router.unknownToolCalls: Unsupported value: "keep": supported '
+                             'values: "drop", "forward"', NOT_CHECKED])
 
     def test_minimum_maximum_and_exclusive(self):
         e = self.md_errors(lambda s: s["prefill"].update(replicas=-1))
