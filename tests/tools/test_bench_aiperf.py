@@ -24,8 +24,8 @@ host, aiperf's half-dozen Python processes take CPU from the server they time (m
 request at a time: with two on one server CPU, one request's prefill lands in the other's decode at
 a phase that holds for a whole round, and rounds of either client came out in two regimes (ITL 1.6
 or 2.2 ms), a property of the server's scheduling, not of the clients. Long outputs (128 tokens of ~2.7 ms)
-keep the clients' gaps between requests small beside what they measure (aiperf's output tok/s ran
-3-7% below serve's here, TTFT and ITL within 7%).
+keep the clients' gaps between requests small beside what they measure (bench-wide, three runs on an
+AMD EPYC host: every figure within 2.5%, aiperf's output tok/s 1.5-2.5% below serve's).
 
 Usage: test_bench_aiperf.py   (TANDEM_BIN: the `tandem` binary; AIPERF: the aiperf executable)
 """
