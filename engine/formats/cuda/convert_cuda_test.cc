@@ -7,20 +7,13 @@
 
 #include <gtest/gtest.h>
 
+#include "engine/core/cuda/cuda_test_support.h"
 #include "engine/formats/convert.h"
 
 namespace tandem::engine::cuda {
 namespace {
 
-class ConvertCudaTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    int devices = 0;
-    if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
-      GTEST_SKIP() << "no CUDA device";
-    }
-  }
-};
+using ConvertCudaTest = CudaDeviceTest;
 
 template <typename T>
 T* DeviceCopy(const std::vector<T>& host) {

@@ -18,6 +18,7 @@
 
 #include <gtest/gtest.h>
 
+#include "engine/core/cuda/cuda_test_support.h"
 #include "engine/formats/weights.h"
 #include "engine/kernels/cpu/matmul.h"
 
@@ -27,13 +28,7 @@ namespace {
 // fp32 products and sums on the GPU (fused, reordered) against double accumulation.
 constexpr double kNmseInt4Cuda = 1e-9;
 
-class Int4MatmulCudaTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    int devices = 0;
-    if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) GTEST_SKIP() << "no CUDA device";
-  }
-};
+using Int4MatmulCudaTest = CudaDeviceTest;
 
 // A random weight quantized as a checkpoint holds it, and its load-time packing.
 struct Weight {
@@ -168,23 +163,11 @@ TEST_F(Int4MatmulCudaTest, BadShapesAreRefused) {
 TEST_F(Int4MatmulCudaTest, BandwidthAtBatch1OnExpertAndDenseShapes) {
   cudaDeviceProp prop{};
   ASSERT_EQ(cudaGetDeviceProperties(&prop, 0), cudaSuccess);
-  const size_t copy_bytes = size_t{1} << 30;
-  void *a = nullptr, *b = nullptr;
-  ASSERT_EQ(cudaMalloc(&a, copy_bytes), cudaSuccess);
-  ASSERT_EQ(cudaMalloc(&b, copy_bytes), cudaSuccess);
+  const double copy_gbs = CopyBandwidthGbs();
+  ASSERT_GT(copy_gbs, 0.0);
   cudaEvent_t e0, e1;
   cudaEventCreate(&e0);
   cudaEventCreate(&e1);
-  cudaMemcpy(b, a, copy_bytes, cudaMemcpyDeviceToDevice);
-  cudaEventRecord(e0);
-  for (int i = 0; i < 5; ++i) cudaMemcpy(b, a, copy_bytes, cudaMemcpyDeviceToDevice);
-  cudaEventRecord(e1);
-  cudaEventSynchronize(e1);
-  float copy_ms = 0;
-  cudaEventElapsedTime(&copy_ms, e0, e1);
-  const double copy_gbs = 2.0 * copy_bytes * 5 / (copy_ms * 1e-3) / 1e9;
-  cudaFree(a);
-  cudaFree(b);
 
   std::mt19937 rng(11);
   cudaStream_t stream;

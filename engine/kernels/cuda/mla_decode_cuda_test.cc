@@ -17,6 +17,7 @@
 
 #include <gtest/gtest.h>
 
+#include "engine/core/cuda/cuda_test_support.h"
 #include "engine/formats/float_codecs.h"
 #include "engine/kernels/cpu/attention.h"
 
@@ -26,13 +27,7 @@ namespace {
 // fp32 on the GPU (fused, reordered sums; expf) against double.
 constexpr double kNmseMlaDecode = 1e-10;
 
-class MlaDecodeCudaTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    int devices = 0;
-    if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) GTEST_SKIP() << "no CUDA device";
-  }
-};
+using MlaDecodeCudaTest = CudaDeviceTest;
 
 template <typename T>
 T* DeviceCopy(const std::vector<T>& host) {
@@ -161,24 +156,11 @@ TEST_F(MlaDecodeCudaTest, BandwidthAtBatch64By8K) {
   const int max_pages = ctx / page_tokens;
   std::mt19937 rng(7);
   double ms[2] = {0, 0};
-  // The copy bandwidth: 1 GiB device to device.
-  const size_t copy_bytes = size_t{1} << 30;
-  void *a = nullptr, *b = nullptr;
-  ASSERT_EQ(cudaMalloc(&a, copy_bytes), cudaSuccess);
-  ASSERT_EQ(cudaMalloc(&b, copy_bytes), cudaSuccess);
+  const double copy_gbs = CopyBandwidthGbs();  // 1 GiB device to device, read + write
+  ASSERT_GT(copy_gbs, 0.0);
   cudaEvent_t e0, e1;
   cudaEventCreate(&e0);
   cudaEventCreate(&e1);
-  cudaMemcpy(b, a, copy_bytes, cudaMemcpyDeviceToDevice);
-  cudaEventRecord(e0);
-  for (int i = 0; i < 5; ++i) cudaMemcpy(b, a, copy_bytes, cudaMemcpyDeviceToDevice);
-  cudaEventRecord(e1);
-  cudaEventSynchronize(e1);
-  float copy_ms = 0;
-  cudaEventElapsedTime(&copy_ms, e0, e1);
-  const double copy_gbs = 2.0 * copy_bytes * 5 / (copy_ms * 1e-3) / 1e9;  // read + write
-  cudaFree(a);
-  cudaFree(b);
   for (bool fp8 : {false, true}) {
     Pool pool = MakePool(fp8, batch * max_pages, page_tokens, width, rng);
     pool.kv.page_stride = static_cast<int64_t>(page_tokens) * width * (fp8 ? 1 : 2);  // one layer, dense
