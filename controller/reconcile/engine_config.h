@@ -24,6 +24,6 @@ std::string RenderPoolConfig(std::string_view deployment, const CommonSpec& comm
 // is written only when it is forward, so a deployment that never sets it keeps its config (and
 // its router pods) across controller upgrades.
 std::string RenderRouterConfig(std::string_view deployment, const CommonSpec& common, int64_t port,
-                               bool forward_unknown_tool_calls = false);
+                               bool forward_unknown_tool_calls);
 
 }  // namespace tandem::controller::reconcile

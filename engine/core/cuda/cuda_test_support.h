@@ -1,8 +1,10 @@
 #pragma once
-// What the CUDA tests (label `gpu`) share: a fixture that skips without a device, and the
-// device's copy bandwidth, the yardstick of their bandwidth figures.
+// What the CUDA tests (label `gpu`) share: a fixture that skips without a device, host-to-device
+// copies, and the device's copy bandwidth, the yardstick of their bandwidth figures.
 
+#include <algorithm>
 #include <cstddef>
+#include <vector>
 
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
@@ -17,6 +19,20 @@ class CudaDeviceTest : public ::testing::Test {
     if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) GTEST_SKIP() << "no CUDA device";
   }
 };
+
+// A new device buffer holding `count` elements of `host` (at least one element allocated); failures
+// are test failures.
+template <typename T>
+T* DeviceCopy(const T* host, size_t count) {
+  T* d = nullptr;
+  EXPECT_EQ(cudaMalloc(reinterpret_cast<void**>(&d), std::max<size_t>(1, count) * sizeof(T)), cudaSuccess);
+  EXPECT_EQ(cudaMemcpy(d, host, count * sizeof(T), cudaMemcpyHostToDevice), cudaSuccess);
+  return d;
+}
+template <typename T>
+T* DeviceCopy(const std::vector<T>& host) {
+  return DeviceCopy(host.data(), host.size());
+}
 
 // Device-to-device copies of 1 GiB (one warm-up, then 5 timed), bytes read plus bytes written per
 // second, in GB/s; 0 when the device cannot hold the two buffers.

@@ -15,14 +15,6 @@ namespace {
 
 using ConvertCudaTest = CudaDeviceTest;
 
-template <typename T>
-T* DeviceCopy(const std::vector<T>& host) {
-  T* d = nullptr;
-  EXPECT_EQ(cudaMalloc(reinterpret_cast<void**>(&d), host.size() * sizeof(T)), cudaSuccess);
-  EXPECT_EQ(cudaMemcpy(d, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice), cudaSuccess);
-  return d;
-}
-
 TEST_F(ConvertCudaTest, Bf16ToFp8EveryInputCode) {
   std::vector<uint16_t> in(65536);
   for (uint32_t c = 0; c < 65536; ++c) in[c] = static_cast<uint16_t>(c);

@@ -65,10 +65,8 @@ struct DeviceWeight {
 DeviceWeight Upload(const kernels::cpu::PackedWeight& w) {
   DeviceWeight d;
   const size_t groups = static_cast<size_t>(w.rows() * w.groups());
-  EXPECT_EQ(cudaMalloc(reinterpret_cast<void**>(&d.nibbles), groups * 16), cudaSuccess);
-  EXPECT_EQ(cudaMalloc(reinterpret_cast<void**>(&d.scales), groups * 2), cudaSuccess);
-  EXPECT_EQ(cudaMemcpy(d.nibbles, w.int4(), groups * 16, cudaMemcpyHostToDevice), cudaSuccess);
-  EXPECT_EQ(cudaMemcpy(d.scales, w.int4_scale(), groups * 2, cudaMemcpyHostToDevice), cudaSuccess);
+  d.nibbles = DeviceCopy(w.int4(), groups * 16);
+  d.scales = DeviceCopy(w.int4_scale(), groups);
   d.view = {d.nibbles, d.scales, w.rows(), w.cols()};
   return d;
 }
@@ -91,14 +89,9 @@ void Check(const Weight& w, int m, int64_t x_pad, int64_t x_shift, std::mt19937&
   std::vector<float> x_host(static_cast<size_t>(x_shift + m * x_stride),
                             std::numeric_limits<float>::quiet_NaN());
   for (int b = 0; b < m; ++b) std::memcpy(&x_host[x_shift + b * x_stride], &x[b * k], sizeof(float) * k);
-  float* d_x = nullptr;
-  float* d_y = nullptr;
-  ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&d_x), sizeof(float) * x_host.size()), cudaSuccess);
-  ASSERT_EQ(cudaMemcpy(d_x, x_host.data(), sizeof(float) * x_host.size(), cudaMemcpyHostToDevice),
-            cudaSuccess);
+  float* d_x = DeviceCopy(x_host);
   std::vector<float> got(static_cast<size_t>(m * y_stride), std::numeric_limits<float>::quiet_NaN());
-  ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&d_y), sizeof(float) * got.size()), cudaSuccess);
-  ASSERT_EQ(cudaMemcpy(d_y, got.data(), sizeof(float) * got.size(), cudaMemcpyHostToDevice), cudaSuccess);
+  float* d_y = DeviceCopy(got);  // poisoned
   DeviceWeight d = Upload(w.cpu);
   ASSERT_EQ(LaunchInt4Matmul(d.view, d_x + x_shift, x_stride, m, d_y, y_stride, nullptr), cudaSuccess);
   ASSERT_EQ(cudaMemcpy(got.data(), d_y, sizeof(float) * got.size(), cudaMemcpyDeviceToHost), cudaSuccess);
@@ -182,10 +175,8 @@ TEST_F(Int4MatmulCudaTest, BandwidthAtBatch1OnExpertAndDenseShapes) {
     for (int c = 1; c < copies; ++c) weights.push_back(Upload(w.cpu));
     const int max_m = 64;
     std::vector<float> x(static_cast<size_t>(max_m * shape[1]), 0.01f);
-    float* d_x = nullptr;
+    float* d_x = DeviceCopy(x);
     float* d_y = nullptr;
-    ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&d_x), sizeof(float) * x.size()), cudaSuccess);
-    ASSERT_EQ(cudaMemcpy(d_x, x.data(), sizeof(float) * x.size(), cudaMemcpyHostToDevice), cudaSuccess);
     ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&d_y), sizeof(float) * max_m * shape[0]), cudaSuccess);
     for (int m : {1, 8, 64}) {
       cudaGraph_t graph;

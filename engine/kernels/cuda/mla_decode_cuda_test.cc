@@ -29,15 +29,6 @@ constexpr double kNmseMlaDecode = 1e-10;
 
 using MlaDecodeCudaTest = CudaDeviceTest;
 
-template <typename T>
-T* DeviceCopy(const std::vector<T>& host) {
-  T* d = nullptr;
-  EXPECT_EQ(cudaMalloc(reinterpret_cast<void**>(&d), std::max<size_t>(1, host.size()) * sizeof(T)),
-            cudaSuccess);
-  EXPECT_EQ(cudaMemcpy(d, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice), cudaSuccess);
-  return d;
-}
-
 // A pool of `num_pages` pages of 2 layers; the tested layer is the second.
 struct Pool {
   std::vector<uint8_t> bytes;
