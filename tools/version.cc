@@ -6,7 +6,7 @@
 #include "engine/core/cpu_features.h"
 #include "engine/formats/convert.h"
 #include "engine/kernels/cpu/matmul.h"
-#include "engine/model/vec_ops.h"
+#include "engine/kernels/cpu/vector_ops.h"
 #include "tools/commands.h"
 
 #ifndef TANDEM_VERSION
@@ -31,8 +31,7 @@ int RunVersion(const std::vector<std::string>& args) {
   std::printf(
       "kernels (TANDEM_ISA=%s): matmul decode %s (fp8 %s), prefill %s; vector ops %s; kv convert %s\n",
       env != nullptr && *env != '\0' ? env : "unset", decode, engine::kernels::cpu::MatmulFp8Decode(),
-      std::string_view(decode) == "portable" ? "portable" : "avx2",
-      engine::KernelIsaName(static_cast<engine::KernelIsa>(engine::model::ActiveVecOpsIsa())),
+      std::string_view(decode) == "portable" ? "portable" : "avx2", engine::kernels::cpu::VectorOpsIsa(),
       engine::KernelIsaName(static_cast<engine::KernelIsa>(engine::ActiveConvertIsa())));
   if (!acc.cuda_compiled) {
     std::printf("cuda: not compiled in\n");

@@ -6,7 +6,7 @@
 
 #include "engine/formats/convert.h"
 #include "engine/kernels/cpu/matmul.h"
-#include "engine/model/vec_ops.h"
+#include "engine/kernels/cpu/vector_ops.h"
 
 namespace tandem::engine {
 namespace {
@@ -32,22 +32,18 @@ TEST(KernelIsaTest, HostIsaFollowsTheFeatureBits) {
 }
 
 // The ceiling caps every kernel family at once, and lifting it gives the host's widest back.
-TEST(KernelIsaTest, TheCeilingCapsMatmulVecOpsAndConvert) {
+TEST(KernelIsaTest, TheCeilingCapsMatmulVectorOpsAndConvert) {
   const KernelIsa before = KernelIsaCeiling();
   for (KernelIsa ceiling : {KernelIsa::kPortable, KernelIsa::kAvx2, KernelIsa::kAvx512}) {
     SetKernelIsaCeiling(ceiling);
     const KernelIsa want = std::min(ceiling, HostKernelIsa());
     EXPECT_EQ(ActiveKernelIsa(), want);
     EXPECT_STREQ(kernels::cpu::MatmulIsa(), KernelIsaName(want)) << KernelIsaName(ceiling);
-    // vec_ops and the converters have their own host checks (AVX-512 F/BW, AVX2 without F16C):
-    // never wider than the ceiling, and as wide as the host and ceiling allow.
-    const auto vec = static_cast<KernelIsa>(model::ActiveVecOpsIsa());
+    EXPECT_STREQ(kernels::cpu::VectorOpsIsa(), KernelIsaName(want)) << KernelIsaName(ceiling);
+    // The converters have their own host checks (AVX2 without F16C): never wider than the
+    // ceiling, and as wide as the host and ceiling allow.
     const auto convert = static_cast<KernelIsa>(ActiveConvertIsa());
-    EXPECT_LE(vec, ceiling);
     EXPECT_LE(convert, ceiling);
-    if (model::VecOpsHostRuns(static_cast<model::VecIsa>(ceiling))) {
-      EXPECT_EQ(vec, ceiling);
-    }
     if (ConvertHostRuns(static_cast<ConvertIsa>(ceiling))) {
       EXPECT_EQ(convert, ceiling);
     }

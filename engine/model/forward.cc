@@ -4,9 +4,9 @@
 #include <set>
 #include <string>
 
+#include "engine/kernels/cpu/vector_ops.h"
 #include "engine/model/kv_shape.h"
 #include "engine/model/moe.h"
-#include "engine/model/vec_ops.h"
 
 namespace tandem::engine::model {
 
@@ -155,7 +155,7 @@ Status ModelRunner::Layer(int64_t layer, std::span<const AttnSegment> segs, int6
   RETURN_IF_ERROR(attention_[layer].Forward(h.data(), tokens, segs, kv_, options.use_indexer, index_masks,
                                             pool_, options.matmul, delta.data(), comm_));
   if (comm_ != nullptr) RETURN_IF_ERROR(comm_->AllReduceSum(delta.data(), n));  // heads' partial o_proj
-  AddScaledF32(1.0f, delta.data(), x->data(), n);  // the residual add, vectorized (1 · d is d)
+  kernels::cpu::AddScaledF32(1.0f, delta.data(), x->data(), n);  // the residual add, vectorized (1 · d is d)
   std::copy(x->begin(), x->end(), h.begin());
   RmsNormRows(h.data(), tokens, c.hidden_size, c.hidden_size, w.post_attention_layernorm.data(),
               c.rms_norm_eps);
@@ -167,7 +167,7 @@ Status ModelRunner::Layer(int64_t layer, std::span<const AttnSegment> segs, int6
   }
   // Experts of other ranks, other ranks' share of the intermediate dimension.
   if (comm_ != nullptr) RETURN_IF_ERROR(comm_->AllReduceSum(delta.data(), n));
-  AddScaledF32(1.0f, delta.data(), x->data(), n);  // the residual add, vectorized (1 · d is d)
+  kernels::cpu::AddScaledF32(1.0f, delta.data(), x->data(), n);  // the residual add, vectorized (1 · d is d)
   return Status::Ok();
 }
 

@@ -5,7 +5,7 @@
 #include <limits>
 #include <vector>
 
-#include "engine/model/vec_ops.h"
+#include "engine/kernels/cpu/vector_ops.h"
 
 namespace tandem::engine::model {
 
@@ -37,7 +37,7 @@ void SiluMul(float* gate, const float* up, int64_t n) {
   thread_local std::vector<float> e;  // e^-g, in one vectorized pass
   e.resize(n);
   for (int64_t i = 0; i < n; ++i) e[i] = -gate[i];
-  ExpF32(e.data(), e.data(), n);
+  kernels::cpu::ExpF32(e.data(), e.data(), n);
   for (int64_t i = 0; i < n; ++i) gate[i] = gate[i] / (1.0f + e[i]) * up[i];
 }
 

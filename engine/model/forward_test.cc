@@ -7,24 +7,19 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
 
-#include "common/test_skip.h"
 #include "engine/core/cpu_features.h"
-#include "engine/formats/float_codecs.h"
 #include "engine/formats/weights.h"
-#include "engine/kernels/cpu/attention.h"
 #include "engine/kernels/cpu/matmul.h"
 #include "engine/model/dummy_model.h"
 #include "engine/model/kv_shape.h"
 #include "engine/model/moe.h"
 #include "engine/model/presets.h"
-#include "engine/model/vec_ops.h"
 #include "engine/runtime/serving_engine.h"
 
 namespace tandem::engine::model {
@@ -94,173 +89,6 @@ ModelConfig RoutingConfig() {
 }
 
 float Logit(double sigmoid) { return static_cast<float>(std::log(sigmoid / (1 - sigmoid))); }
-
-// Runs body once per vec_ops variant this machine has (portable first), restoring the widest after.
-// A variant the machine lacks is left out here and named by VecOpsTest.EveryVariantRunsHere.
-template <typename Body>
-void ForEachVecIsa(Body body) {
-  struct Restore {
-    KernelIsa ceiling = KernelIsaCeiling();
-    ~Restore() {
-      LimitVecOpsIsaForTesting(VecIsa::kAvx512);
-      SetKernelIsaCeiling(ceiling);
-    }
-  } restore;
-  for (VecIsa isa : {VecIsa::kPortable, VecIsa::kAvx2, VecIsa::kAvx512}) {
-    if (!VecOpsHostRuns(isa)) continue;
-    LimitVecOpsIsaForTesting(isa);
-    SetKernelIsaCeiling(static_cast<KernelIsa>(isa));  // the attention kernels (kernels/cpu) too
-    body(isa);
-  }
-}
-
-TEST(VecOpsTest, EveryVariantRunsHere) {
-  std::string missing;
-  if (!VecOpsHostRuns(VecIsa::kAvx2)) missing += " avx2";
-  if (!VecOpsHostRuns(VecIsa::kAvx512)) missing += " avx512";
-  if (!missing.empty()) TANDEM_SKIP_ISA_ABSENT() << "this CPU lacks these vec_ops variants:" << missing;
-}
-
-TEST(VecOpsTest, DotF32IsWithinFp32RoundingOfTheExactSum) {
-  // Random magnitudes and signs (cancellation included), every tail length of the 16- and 8-lane
-  // loops: |DotF32 - exact| <= n * 2^-24 * sum|a*b| (the textbook bound for any summation order
-  // with fused products), and exact where every partial sum is representable.
-  uint64_t state = 0x9e3779b97f4a7c15ull;
-  auto next = [&] {
-    state ^= state << 13;
-    state ^= state >> 7;
-    state ^= state << 17;
-    return static_cast<float>(static_cast<int64_t>(state % 2000001) - 1000000) * 1e-6f;
-  };
-  for (int64_t n : {0, 1, 5, 8, 15, 16, 17, 31, 32, 33, 63, 64, 65, 100, 256, 320, 513, 1024, 7168}) {
-    std::vector<float> a(n), b(n);
-    for (int64_t i = 0; i < n; ++i) a[i] = next() * (i % 7 == 0 ? 100.0f : 1.0f), b[i] = next();
-    double exact = 0, magnitude = 0;
-    for (int64_t i = 0; i < n; ++i) {
-      exact += static_cast<double>(a[i]) * b[i];
-      magnitude += std::fabs(static_cast<double>(a[i]) * b[i]);
-    }
-    EXPECT_LE(std::fabs(static_cast<double>(DotF32(a.data(), b.data(), n)) - exact),
-              static_cast<double>(n) * std::ldexp(1.0, -24) * magnitude + 1e-30)
-        << n;
-    // Small integers: every product and partial sum is exact in fp32, so any order gives the sum.
-    double ints = 0;
-    for (int64_t i = 0; i < n; ++i) {
-      a[i] = static_cast<float>(i % 13) - 6.0f, b[i] = static_cast<float>(i % 5) - 2.0f;
-      ints += static_cast<double>(a[i]) * b[i];
-    }
-    EXPECT_EQ(static_cast<double>(DotF32(a.data(), b.data(), n)), ints) << n;
-  }
-}
-
-TEST(VecOpsTest, AttentionWeightedSumsPageByPageIsOneWeightedRowSumPerWeightVector) {
-  // The attention kernels' weighted sums over bf16 rows (engine/kernels/cpu/attention.h) and
-  // WeightedRowSum over the widened rows are the same sums: 1..6 weight vectors, some weights 0,
-  // dims around the vector passes, rows in pages of 16 (the last one short), bit for bit in every
-  // variant.
-  const int64_t n = 70, stride = 330, max_nw = 6;
-  std::vector<float> w(max_nw * n), widened(n * stride);
-  std::vector<uint16_t> rows(n * stride);
-  for (int64_t i = 0; i < max_nw * n; ++i)
-    w[i] = i % 6 == 1 || i % 11 == 4 ? 0.0f : std::sin(static_cast<float>(i) * 1.3f) / 5.0f;
-  for (int64_t i = 0; i < n * stride; ++i) {
-    rows[i] = FloatToBf16(std::cos(static_cast<float>(i) * 0.37f) * 2.1f);
-    widened[i] = Bf16ToFloat(rows[i]);
-  }
-  ForEachVecIsa([&](VecIsa) {
-    for (int64_t nw : {1, 2, 3, 4, 5, 6}) {
-      for (int64_t dim : {1, 15, 16, 17, 31, 32, 33, 63, 64, 65, 127, 128, 129, 256, 320}) {
-        const int64_t out_stride = dim + 3;
-        std::vector<float> got(nw * out_stride, 0.0f);
-        for (int64_t first = 0; first < n; first += 16) {
-          kernels::cpu::AttentionWeightedSums(
-              w.data() + first, nw, n, {rows.data() + first * stride, kernels::cpu::RowFormat::kBf16, stride},
-              std::min<int64_t>(16, n - first), dim, got.data(), out_stride);
-        }
-        for (int64_t h = 0; h < nw; ++h) {
-          std::vector<float> expected(dim);
-          WeightedRowSum(w.data() + h * n, widened.data(), n, stride, dim, expected.data());
-          for (int64_t d = 0; d < dim; ++d)
-            ASSERT_EQ(got[h * out_stride + d], expected[d])
-                << "nw " << nw << " dim " << dim << " h " << h << " d " << d;
-          for (int64_t d = dim; d < out_stride; ++d)
-            ASSERT_EQ(got[h * out_stride + d], 0.0f) << "written past dim";
-        }
-      }
-    }
-  });
-}
-
-TEST(VecOpsTest, ExpF32IsWithinTwoUlpAndTheSameAtEveryPosition) {
-  // A sweep over [-90, 90] (every lane position and tail length of the 16-lane loop), plus the
-  // edges: within 2 ulp of the double e^x where that is a normal fp32, 0 below ln(FLT_MIN),
-  // e^88.7 above it, NaN for NaN; a value does not depend on where it sits in the array.
-  std::vector<float> x;
-  for (double v = -90.0; v <= 90.0; v += 0.0137) x.push_back(static_cast<float>(v));
-  for (float v : {0.0f, -0.0f, 1e-30f, -1e-30f, -87.3365f, -87.33655f, 88.7f, 88.72f, 1e30f, -1e30f})
-    x.push_back(v);
-  x.push_back(-std::numeric_limits<float>::infinity());
-  x.push_back(std::numeric_limits<float>::infinity());
-  x.push_back(std::numeric_limits<float>::quiet_NaN());
-  std::vector<float> y(x.size());
-  ExpF32(x.data(), y.data(), static_cast<int64_t>(x.size()));
-  const float at_high = std::exp(88.7f);
-  for (size_t i = 0; i < x.size(); ++i) {
-    const float v = x[i];
-    if (std::isnan(v)) {
-      EXPECT_TRUE(std::isnan(y[i]));
-      continue;
-    }
-    if (v < -87.33654f) {
-      EXPECT_EQ(y[i], 0.0f) << v;
-      continue;
-    }
-    const double want = std::exp(static_cast<double>(std::min(v, 88.7f)));
-    const double ulp = std::ldexp(1.0, std::ilogb(want) - 23);
-    EXPECT_LE(std::fabs(y[i] - want), 2 * ulp) << "x " << v << " got " << y[i] << " want " << want;
-    if (v >= 88.7f) {
-      EXPECT_NEAR(y[i], at_high, 2 * ulp);
-    }
-    float one;
-    ExpF32(&x[i], &one, 1);
-    ASSERT_EQ(std::memcmp(&one, &y[i], sizeof(float)), 0) << "position " << i;
-  }
-}
-
-TEST(VecOpsTest, ExpF32GivesTheSameBitsInEveryVariant) {
-  // The contract of ExpF32: the same operations in every variant, so the AVX2 and AVX-512 bits
-  // must equal the portable loop's (where the host has them; a narrower host runs the portable
-  // loop three times). The attention kernels' weighted sums: engine/kernels/cpu/attention_test.cc.
-  std::vector<float> x;
-  for (double v = -95.0; v <= 95.0; v += 0.0173) x.push_back(static_cast<float>(v));
-  for (float v : {-87.33654f, -87.3365f, 88.7f, 1e-30f, -0.0f}) x.push_back(v);
-  std::vector<float> exp_ref;
-  ForEachVecIsa([&](VecIsa isa) {
-    std::vector<float> e(x.size());
-    ExpF32(x.data(), e.data(), static_cast<int64_t>(x.size()));
-    if (isa == VecIsa::kPortable) {
-      exp_ref = e;
-      return;
-    }
-    const int v = static_cast<int>(isa);
-    ASSERT_EQ(std::memcmp(e.data(), exp_ref.data(), e.size() * sizeof(float)), 0) << "ExpF32, variant " << v;
-  });
-}
-
-TEST(VecOpsTest, WeightedRowSumIsRowByRowAddScaledBitForBit) {
-  const int64_t n = 37, stride = 211;
-  std::vector<float> w(n), rows(n * stride);
-  for (int64_t j = 0; j < n; ++j) w[j] = j % 5 == 3 ? 0.0f : std::sin(static_cast<float>(j) * 1.7f) / 7.0f;
-  for (int64_t i = 0; i < n * stride; ++i) rows[i] = std::cos(static_cast<float>(i) * 0.61f) * 3.3f;
-  for (int64_t dim : {0, 1, 7, 8, 9, 63, 64, 65, 130, 200, 211}) {
-    std::vector<float> expected(dim, 0.0f), got(dim, -1.0f);
-    for (int64_t j = 0; j < n; ++j) {
-      if (w[j] != 0.0f) AddScaledF32(w[j], rows.data() + j * stride, expected.data(), dim);
-    }
-    WeightedRowSum(w.data(), rows.data(), n, stride, dim, got.data());
-    for (int64_t d = 0; d < dim; ++d) ASSERT_EQ(got[d], expected[d]) << "dim " << dim << " d " << d;
-  }
-}
 
 TEST(RoutingTest, GroupsRankedByTheirTwoBestScoresLimitTheChoice) {
   const ModelConfig c = RoutingConfig();

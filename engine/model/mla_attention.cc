@@ -7,8 +7,8 @@
 
 #include "engine/formats/float_codecs.h"
 #include "engine/kernels/cpu/matmul_batch.h"
+#include "engine/kernels/cpu/vector_ops.h"
 #include "engine/model/dsa_indexer.h"
-#include "engine/model/vec_ops.h"
 
 namespace tandem::engine::model {
 namespace {
@@ -260,8 +260,8 @@ Status MlaAttention::Expanded(const AttnSegment& seg, const float* q, const std:
             continue;
           }
           const float* kj = kv.data() + (j * heads + h) * per_head;
-          const double s = static_cast<double>(DotF32(qh, kj, nope)) +
-                           DotF32(qh + nope, lat.data() + j * width + lora, rope);
+          const double s = static_cast<double>(kernels::cpu::DotF32(qh, kj, nope)) +
+                           kernels::cpu::DotF32(qh + nope, lat.data() + j * width + lora, rope);
           p[j] = static_cast<float>(s * scale);
         }
         SoftmaxInPlace(p.data(), ctx);
@@ -294,10 +294,10 @@ void MlaAttention::QueryLatent(const float* qh, int64_t h, float* qc) const {
     for (int64_t r = 0; r < nope; ++r) {
       if (qh[r] == 0.0f) continue;
       kernels::cpu::DecodeWeightRow(*kv_b_fp8_, uk + r, row.data());
-      AddScaledF32(qh[r], row.data(), qc, lora);
+      kernels::cpu::AddScaledF32(qh[r], row.data(), qc, lora);
     }
   } else {
-    WeightedRowSum(qh, kv_b_.data() + uk * lora, nope, lora, lora, qc);
+    kernels::cpu::WeightedRowSum(qh, kv_b_.data() + uk * lora, nope, lora, lora, qc);
   }
   std::copy_n(qh + nope, c.qk_rope_head_dim, qc + lora);
 }
@@ -367,7 +367,7 @@ void MlaAttention::BlockPartials(const AttnSegment& seg, const ContextRows& rows
     float l = 0.0f;
     if (m != kNegInf) {
       for (int64_t r = 0; r < n; ++r) sh[r] -= m;  // masked rows stay -inf: their weight is 0
-      ExpF32(sh, sh, n);
+      kernels::cpu::ExpF32(sh, sh, n);
       for (int64_t r = 0; r < n; ++r) l += sh[r];
     } else {
       std::fill(sh, sh + n, 0.0f);  // every row masked: no weight, and the sums below skip them
@@ -422,10 +422,11 @@ void MlaAttention::HeadFromState(const float* state, float kv_scale, int64_t h, 
     row.resize(lora);
     for (int64_t d = 0; d < vdim; ++d) {
       kernels::cpu::DecodeWeightRow(*kv_b_fp8_, uv + d, row.data());
-      o[d] = DotF32(o_lat->data(), row.data(), lora);
+      o[d] = kernels::cpu::DotF32(o_lat->data(), row.data(), lora);
     }
   } else {
-    for (int64_t d = 0; d < vdim; ++d) o[d] = DotF32(o_lat->data(), kv_b_.data() + (uv + d) * lora, lora);
+    for (int64_t d = 0; d < vdim; ++d)
+      o[d] = kernels::cpu::DotF32(o_lat->data(), kv_b_.data() + (uv + d) * lora, lora);
   }
 }
 

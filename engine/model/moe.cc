@@ -6,8 +6,8 @@
 #include <numeric>
 
 #include "engine/kernels/cpu/matmul_batch.h"
+#include "engine/kernels/cpu/vector_ops.h"
 #include "engine/model/forward_ops.h"
-#include "engine/model/vec_ops.h"
 
 namespace tandem::engine::model {
 namespace {
@@ -87,7 +87,8 @@ namespace {
 void RouterLogits(const MoeWeights& w, const float* x, int64_t hidden, int64_t n_exp, float* logits,
                   ThreadPool* pool) {
   pool->ParallelFor(n_exp, 16, [&](int64_t begin, int64_t end, int) {
-    for (int64_t e = begin; e < end; ++e) logits[e] = DotF32(x, w.router.data() + e * hidden, hidden);
+    for (int64_t e = begin; e < end; ++e)
+      logits[e] = kernels::cpu::DotF32(x, w.router.data() + e * hidden, hidden);
   });
 }
 
@@ -177,7 +178,8 @@ Status MoeForward(const ModelConfig& config, const MoeWeights& w, const float* x
   for (size_t i = shared ? 1 : 0; i < work.size(); ++i) {
     const ExpertWork& ew = work[i];
     for (size_t j = 0; j < ew.routed.size(); ++j)
-      AddScaledF32(ew.routed[j].second, ew.ys.data() + j * hidden, y + ew.routed[j].first * hidden, hidden);
+      kernels::cpu::AddScaledF32(ew.routed[j].second, ew.ys.data() + j * hidden,
+                                 y + ew.routed[j].first * hidden, hidden);
   }
   return Status::Ok();
 }

@@ -7,6 +7,7 @@
 #include "engine/core/cpu_features.h"
 #include "engine/formats/float_codecs.h"
 #include "engine/kernels/cpu/attention_internal.h"
+#include "engine/kernels/cpu/vector_ops_internal.h"
 
 namespace tandem::engine::kernels::cpu {
 namespace {
@@ -19,17 +20,6 @@ void WidenRow(RowsRef rows, int64_t j, int64_t width, float* out) {
   } else {
     for (int64_t d = 0; d < width; ++d) out[d] = RowValue(rows, j, d);
   }
-}
-
-// Σ a·b over 8 chains (multiply, then add), the tail on chain 0, reduced as a tree.
-float DotPortable(const float* a, const float* b, int64_t n) {
-  float acc[8] = {};
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    for (int k = 0; k < 8; ++k) acc[k] += a[i + k] * b[i + k];
-  }
-  for (; i < n; ++i) acc[0] += a[i] * b[i];
-  return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
 }
 
 }  // namespace
@@ -104,7 +94,7 @@ void AttentionScores(const float* q, int64_t nq, int64_t q_stride, RowsRef rows,
   for (int64_t j = 0; j < n; ++j) {
     WidenRow(rows, j, width, row.data());
     for (int64_t h = 0; h < nq; ++h)
-      out[h * out_stride + j] = DotPortable(q + h * q_stride, row.data(), width);
+      out[h * out_stride + j] = DotF32Portable(q + h * q_stride, row.data(), width);
   }
 }
 

@@ -15,6 +15,7 @@
 #include "common/test_skip.h"
 #include "engine/core/cpu_features.h"
 #include "engine/formats/float_codecs.h"
+#include "engine/kernels/cpu/isa_test_support.h"
 
 namespace tandem::engine::kernels::cpu {
 namespace {
@@ -22,21 +23,6 @@ namespace {
 constexpr float kPoison = std::numeric_limits<float>::quiet_NaN();
 // Scores: fp32 accumulation of at most 576 terms against the double oracle.
 constexpr double kNmseScores = 1e-12;
-
-// Runs body(isa) under each kernel ceiling this host runs (portable first), restoring the ceiling.
-template <typename Body>
-void ForEachIsa(Body body) {
-  struct Restore {
-    KernelIsa before = KernelIsaCeiling();
-    ~Restore() { SetKernelIsaCeiling(before); }
-  } restore;
-  for (KernelIsa isa : {KernelIsa::kPortable, KernelIsa::kAvx2, KernelIsa::kAvx512}) {
-    if (isa > HostKernelIsa()) continue;
-    SetKernelIsaCeiling(isa);
-    ASSERT_STREQ(AttentionIsa(), KernelIsaName(isa));
-    body(isa);
-  }
-}
 
 // Random rows in `format` with magnitudes like a cache's (e4m3 codes drawn over every finite code).
 struct Rows {
@@ -76,16 +62,6 @@ std::vector<float> Gauss(int64_t n, uint32_t seed, float sigma = 1.0f) {
   return v;
 }
 
-double Nmse(const std::vector<float>& got, const std::vector<float>& want) {
-  double err = 0, norm = 0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    if (std::isnan(want[i])) continue;
-    err += (static_cast<double>(got[i]) - want[i]) * (static_cast<double>(got[i]) - want[i]);
-    norm += static_cast<double>(want[i]) * want[i];
-  }
-  return norm == 0 ? err : err / norm;
-}
-
 const char* Name(RowFormat f) { return f == RowFormat::kBf16 ? "bf16" : "fp8_e4m3"; }
 
 TEST(AttentionKernelsTest, EveryVariantRunsHere) {
@@ -102,7 +78,8 @@ TEST(AttentionKernelsTest, Fp8RowsDecodeEveryCodeExactly) {
   for (int c = 0; c < 256; ++c)
     if ((c & 0x7f) != 0x7f) codes.push_back(static_cast<uint8_t>(c));
   const int64_t width = static_cast<int64_t>(codes.size());
-  ForEachIsa([&](KernelIsa isa) {
+  ForEachKernelIsa([&](KernelIsa isa) {
+    ASSERT_STREQ(AttentionIsa(), KernelIsaName(isa));
     std::vector<float> q(width, 0.0f), score(1), sum(width, 0.0f);
     const float one = 1.0f;
     const RowsRef rows{codes.data(), RowFormat::kFp8E4M3, width};
@@ -130,7 +107,8 @@ TEST(AttentionKernelsTest, ScoresMatchTheOracleAndDoNotDependOnTheBatch) {
         const std::vector<float> q = Gauss(nq * width, static_cast<uint32_t>(width + 7 * n));
         std::vector<float> want(nq * out_stride, kPoison);
         AttentionScoresRef(q.data(), nq, width, rows.Ref(), n, width, want.data(), out_stride);
-        ForEachIsa([&](KernelIsa isa) {
+        ForEachKernelIsa([&](KernelIsa isa) {
+          ASSERT_STREQ(AttentionIsa(), KernelIsaName(isa));
           const std::string where = std::string(Name(format)) + " " + KernelIsaName(isa) + " width " +
                                     std::to_string(width) + " rows " + std::to_string(n);
           std::vector<float> got(nq * out_stride, kPoison);
@@ -178,7 +156,8 @@ TEST(AttentionKernelsTest, WeightedSumsArePortableBitsPageByPage) {
         std::vector<float> want = start;
         AttentionWeightedSumsRef(w.data(), nw, n, rows.Ref(), n, dim, want.data(), out_stride);
         std::vector<float> portable;
-        ForEachIsa([&](KernelIsa isa) {
+        ForEachKernelIsa([&](KernelIsa isa) {
+          ASSERT_STREQ(AttentionIsa(), KernelIsaName(isa));
           for (int64_t page : {1, 16, 64}) {
             const std::string where = std::string(Name(format)) + " " + KernelIsaName(isa) + " nw " +
                                       std::to_string(nw) + " dim " + std::to_string(dim) + " page " +
@@ -211,7 +190,8 @@ TEST(AttentionKernelsTest, Fp8RowsWidenedToBf16GiveTheSameBits) {
   // kernels' bits (scores and sums), in every variant.
   for (int64_t w_odd : {1, 17, 97}) {
     const Rows odd = MakeRows(RowFormat::kFp8E4M3, 3, w_odd + 2, static_cast<uint32_t>(w_odd));
-    ForEachIsa([&](KernelIsa isa) {
+    ForEachKernelIsa([&](KernelIsa isa) {
+      ASSERT_STREQ(AttentionIsa(), KernelIsaName(isa));
       std::vector<uint16_t> out(3 * w_odd + 1, 0xdead);
       Fp8RowsToBf16(odd.Ref(), 3, w_odd, out.data());
       for (int64_t j = 0; j < 3; ++j)
@@ -225,7 +205,8 @@ TEST(AttentionKernelsTest, Fp8RowsWidenedToBf16GiveTheSameBits) {
   const std::vector<float> q = Gauss(nq * width, 3);
   std::vector<float> w = Gauss(nq * n, 4, 0.3f);
   w[5] = 0.0f;
-  ForEachIsa([&](KernelIsa isa) {
+  ForEachKernelIsa([&](KernelIsa isa) {
+    ASSERT_STREQ(AttentionIsa(), KernelIsaName(isa));
     std::vector<uint16_t> widened(n * width);
     Fp8RowsToBf16(rows.Ref(), n, width, widened.data());
     const RowsRef bf16{widened.data(), RowFormat::kBf16, width};
