@@ -17,13 +17,6 @@ const char* MismatchReasonName(MismatchReason reason) {
   return "unknown";
 }
 
-uint64_t PageTag(RequestId request, uint32_t logical_page, PageId page, uint64_t generation) {
-  uint64_t h = SplitMix64Mix(request ^ kSplitMix64Gamma);
-  h = SplitMix64Mix(h ^ ((static_cast<uint64_t>(logical_page) << 32) | page));
-  h = SplitMix64Mix(h ^ generation);
-  return h == 0 ? 1 : h;
-}
-
 TagTracker::TagTracker(size_t num_pages)
     : generation_(num_pages, 0), transfer_tag_(new std::atomic<uint32_t>[num_pages]), num_pages_(num_pages) {
   for (size_t i = 0; i < num_pages; ++i) transfer_tag_[i].store(0, std::memory_order_relaxed);
@@ -165,6 +158,42 @@ void TagTracker::Explain(RequestId request, std::span<const PageId> pages, const
       reported = true;
     }
   }
+}
+
+void TagTracker::BuildPageChecks(std::span<const RequestPages> batch, PageChecks* out) const {
+  out->checks.clear();
+  out->item_failed.assign(batch.size(), 0);
+  for (size_t b = 0; b < batch.size(); ++b) {
+    const RequestPages& item = batch[b];
+    auto it = manifests_.find(item.request);
+    if (it == manifests_.end()) {
+      out->item_failed[b] = 1;
+      continue;
+    }
+    const std::vector<Entry>& manifest = it->second;
+    if (item.pages.size() > manifest.size()) out->item_failed[b] = 1;
+    const size_t n = std::min(item.pages.size(), manifest.size());
+    for (size_t i = 0; i < n; ++i) {
+      const Entry& e = manifest[i];
+      PageCheck c;
+      c.request = item.request;
+      c.expected_generation = e.generation;
+      c.expected_tag = e.tag;
+      c.page = item.pages[i];
+      c.expected_page = e.page;
+      c.logical = static_cast<uint32_t>(i);
+      c.expected_transfer_tag = e.transfer_tag;
+      c.item = static_cast<uint32_t>(b);
+      out->checks.push_back(c);
+    }
+  }
+}
+
+void TagTracker::CopyTables(std::vector<uint64_t>* generation, std::vector<uint32_t>* transfer_tag) const {
+  *generation = generation_;
+  transfer_tag->resize(num_pages_);
+  for (size_t i = 0; i < num_pages_; ++i)
+    (*transfer_tag)[i] = transfer_tag_[i].load(std::memory_order_acquire);
 }
 
 }  // namespace tandem::engine::kv

@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "engine/kv/kv_types.h"
+#include "engine/kv/page_checks.h"  // PageTag
 
 namespace tandem::engine::kv {
 
@@ -80,9 +81,6 @@ struct IntegrityCounters {
   uint64_t requests_failed = 0;
   std::array<uint64_t, kNumMismatchReasons> mismatches{};  // failing pages, by reason
 };
-
-// The tag a manifest entry expects. Never 0 for a valid entry.
-uint64_t PageTag(RequestId request, uint32_t logical_page, PageId page, uint64_t generation);
 
 class IntegrityTracker {
  public:
@@ -151,6 +149,15 @@ class TagTracker final : public IntegrityTracker {
   void InjectCopyManifestEntry(RequestId from, uint32_t from_logical, RequestId to, uint32_t to_logical);
 
   uint64_t generation(PageId page) const { return generation_[page]; }
+
+  // The batch as flat checks (page_checks.h) for a batched check on a device: one PageCheck per
+  // listed page that has a manifest entry, item_failed set where the host fails the request
+  // already (kNoManifest, or a list longer than its manifest). The same requests fail as in
+  // VerifyBatch when CheckPages runs over the tables CopyTables gives; VerifyBatch (with its
+  // counters and incidents) stays the path of record.
+  void BuildPageChecks(std::span<const RequestPages> batch, PageChecks* out) const;
+  // The page tables as a device copy holds them: generation [num_pages], transfer tag [num_pages].
+  void CopyTables(std::vector<uint64_t>* generation, std::vector<uint32_t>* transfer_tag) const;
   size_t manifest_pages(RequestId request) const;
 
  private:

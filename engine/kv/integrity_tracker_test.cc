@@ -1,5 +1,8 @@
 #include "engine/kv/integrity_tracker.h"
 
+#include <algorithm>
+#include <cstdio>
+#include <random>
 #include <string>
 #include <utility>
 #include <vector>
@@ -266,6 +269,69 @@ TEST(IntegrityTrackerTest, UnknownRequestFailsWithoutCrashing) {
   tags.VerifyBatch(Batch(lists), &result);
   ASSERT_EQ(result.failed, std::vector<RequestId>{42});
   EXPECT_EQ(result.incidents[0].reason, MismatchReason::kNoManifest);
+}
+
+// The flat checks a device kernel reads (BuildPageChecks + CheckPages over CopyTables' tables)
+// fail exactly the requests VerifyBatch fails, over random batches with every kind of fault:
+// generations bumped, a stranger's transfer stamp, a page swapped in from another request, a list
+// longer than its manifest, a manifest entry copied from another request, an unknown request.
+TEST(IntegrityTrackerTest, FlatPageChecksFailTheRequestsVerifyBatchFails) {
+  const uint32_t seed = std::random_device{}();
+  std::printf("[page_checks] seed %u\n", seed);
+  std::mt19937 rng(seed);
+  int failing_rounds = 0;
+  for (int round = 0; round < 200; ++round) {
+    const size_t num_pages = 64;
+    TagTracker tags(num_pages);
+    PageAllocator alloc(num_pages, &tags);
+    Lists lists;
+    for (RequestId id = 1; id <= 6; ++id) {
+      std::vector<PageRef> refs;
+      ASSERT_TRUE(alloc.Allocate(1 + rng() % 8, &refs).ok());
+      tags.MapPages(id, 0, Pages(refs));
+      lists.push_back({id, Pages(refs)});
+    }
+    const int faults = static_cast<int>(rng() % 4);
+    for (int f = 0; f < faults; ++f) {
+      auto& [id, pages] = lists[rng() % lists.size()];
+      const auto& other = lists[rng() % lists.size()].second;
+      switch (rng() % 6) {
+        case 0: tags.InjectBumpGeneration(pages[rng() % pages.size()]); break;
+        case 1: tags.StampTransferTag(pages[rng() % pages.size()], 0x5000 + f); break;
+        case 2: pages[rng() % pages.size()] = other[rng() % other.size()]; break;
+        case 3: pages.push_back(other[rng() % other.size()]); break;
+        case 4:
+          tags.InjectCopyManifestEntry(lists[rng() % lists.size()].first, 0, id,
+                                       static_cast<uint32_t>(rng() % pages.size()));
+          break;
+        default:
+          lists.push_back({static_cast<RequestId>(100 + f), {static_cast<PageId>(rng() % num_pages)}});
+          break;
+      }
+    }
+    if (rng() % 4 == 0) lists[rng() % lists.size()].second.resize(1);  // a shorter list checks only its pages
+    const std::vector<RequestPages> batch = Batch(lists);
+    VerifyResult result;
+    tags.VerifyBatch(batch, &result);
+    PageChecks checks;
+    tags.BuildPageChecks(batch, &checks);
+    std::vector<uint64_t> generation;
+    std::vector<uint32_t> transfer_tag;
+    tags.CopyTables(&generation, &transfer_tag);
+    const bool host_failed =
+        std::find(checks.item_failed.begin(), checks.item_failed.end(), 1) != checks.item_failed.end();
+    const bool any = CheckPages(checks.checks.data(), checks.checks.size(), generation.data(),
+                                transfer_tag.data(), num_pages, checks.item_failed.data());
+    std::vector<RequestId> failed;
+    for (size_t b = 0; b < batch.size(); ++b) {
+      if (checks.item_failed[b] != 0) failed.push_back(batch[b].request);
+    }
+    ASSERT_EQ(failed, result.failed) << "round " << round;
+    EXPECT_EQ(any || host_failed, !result.ok()) << "round " << round;
+    failing_rounds += result.ok() ? 0 : 1;
+  }
+  EXPECT_GT(failing_rounds, 50);  // the faults did fail requests
+  EXPECT_LT(failing_rounds, 200);
 }
 
 TEST(IntegrityTrackerTest, NoopTrackerDoesNothing) {
