@@ -26,7 +26,7 @@ namespace {
 constexpr float kPoison = std::numeric_limits<float>::quiet_NaN();
 // fp32 accumulation of at most 7,168 terms (fused or not) against the double oracle.
 constexpr double kNmseAccumulation = 1e-10;
-// One or two roundings per value (AddScaledF32), 2 ulp (ExpF32): (2 · 2^-23)^2 is 5.7e-14.
+// ExpF32: within 2 ulp of e^x, (2 · 2^-23)^2 is 5.7e-14.
 constexpr double kNmseElementwise = 1e-13;
 
 const int64_t kSizes[] = {1, 17, 97, 576, 7168};
@@ -93,7 +93,15 @@ TEST(VectorOpsTest, EveryLoopMatchesItsOracleAtOddSizes) {
       y.resize(n + 7, kPoison);
       AddScaledF32(0.37f, dx.data(), y.data(), n);
       AddScaledF32Ref(0.37f, dx.data(), y_ref.data(), n);
-      ExpectNmseAndUntouched(y, y_ref, kNmseElementwise, "AddScaledF32 " + where);
+      // Two roundings (product, sum) against one: within 2^-23 · (|y| + |a·x|) per element, which
+      // a relative bound on the result cannot promise where y and a·x cancel.
+      for (int64_t i = 0; i < n; ++i) {
+        const double scale = std::fabs(static_cast<double>(y0[i])) + std::fabs(0.37 * dx[i]);
+        ASSERT_LE(std::fabs(static_cast<double>(y[i]) - y_ref[i]), std::ldexp(scale, -23))
+            << "AddScaledF32 " << where << " i " << i;
+      }
+      for (int64_t i = n; i < n + 7; ++i)
+        ASSERT_TRUE(std::isnan(y[i])) << "AddScaledF32 " << where << ": wrote " << i;
     }
   });
 }
@@ -167,6 +175,7 @@ TEST(VectorOpsTest, MultiplyThenAddLoopsGiveThePortableBitsInEveryVariant) {
     ASSERT_EQ(got.size(), portable.size());
     for (size_t k = 0; k < got.size(); ++k) {
       ASSERT_EQ(got[k].size(), portable[k].size());
+      if (got[k].empty()) continue;  // dim 0: nothing written (and no buffer to compare)
       ASSERT_EQ(std::memcmp(got[k].data(), portable[k].data(), got[k].size() * sizeof(float)), 0)
           << KernelIsaName(isa) << " output " << k << " (the last is ExpF32)";
     }
