@@ -1,6 +1,7 @@
 #include "tools/local_stack.h"
 
 #include <climits>
+#include <deque>
 #include <filesystem>
 #include <fstream>
 #include <thread>
@@ -22,6 +23,19 @@ StatusOr<std::string> TandemBinary() {
   const ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
   if (n <= 0) return Status::NotFound("cannot find this tandem binary (/proc/self/exe)");
   return std::string(buf, static_cast<size_t>(n));
+}
+
+// The last `lines` lines of a log file (empty when it cannot be read).
+std::string LogTail(const std::string& path, size_t lines) {
+  std::ifstream in(path);
+  std::deque<std::string> tail;
+  for (std::string line; std::getline(in, line);) {
+    tail.push_back(line);
+    if (tail.size() > lines) tail.pop_front();
+  }
+  std::string out;
+  for (const std::string& line : tail) out += line + "\n";
+  return out;
 }
 
 }  // namespace
@@ -63,7 +77,7 @@ StatusOr<std::unique_ptr<LocalStack>> LocalStack::Start(const LocalStackOptions&
     if (waitpid(pid, &status, WNOHANG) == pid) {
       stack->pid_ = -1;
       return Status::Unavailable("tandem local (" + o.label + ") exited before it was ready: see " +
-                                 stack->log_);
+                                 stack->log_ + "; it ends:\n" + LogTail(stack->log_, 20));
     }
     if (Clock::now() > give_up)
       return Status::DeadlineExceeded("tandem local (" + o.label + ") not ready in 300 s");

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <thread>
 #include <vector>
 
@@ -52,20 +53,51 @@ std::string SourceStamp(const std::string& dir) {
 
 }  // namespace
 
-StatusOr<uint16_t> FreePort() {
+namespace {
+
+// Binds a loopback TCP socket to `port` (0: any) and closes it; the port bound, or 0 when the bind
+// failed (held by someone else).
+uint16_t TryBind(uint16_t port) {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return Status::Unavailable("socket: " + std::string(std::strerror(errno)));
+  if (fd < 0) return 0;
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(port);
   socklen_t len = sizeof(addr);
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
-      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    close(fd);
-    return Status::Unavailable("bind: " + std::string(std::strerror(errno)));
-  }
+  const bool ok = bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
+                  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0;
   close(fd);
-  return ntohs(addr.sin_port);
+  return ok ? ntohs(addr.sin_port) : 0;
+}
+
+// The first port of the kernel's ephemeral range (32768 when it cannot be read).
+int EphemeralRangeStart() {
+  std::ifstream in("/proc/sys/net/ipv4/ip_local_port_range");
+  int lo = 0, hi = 0;
+  return in >> lo >> hi && lo > 0 ? lo : 32768;
+}
+
+}  // namespace
+
+StatusOr<uint16_t> FreePort() {
+  // Below the ephemeral range when there is room: a port from there is never another socket's
+  // source port or another bind(0)'s pick while the child that gets it starts up (a port bind(0)
+  // gave was, now and then, taken by some outgoing connection first and the agent failed to start
+  // under parallel tests). A random one, so concurrent callers rarely meet.
+  constexpr int kLow = 10000;
+  const int high = EphemeralRangeStart();
+  if (high - kLow >= 1000) {
+    thread_local std::mt19937 rng(std::random_device{}() ^ static_cast<uint32_t>(getpid()));
+    std::uniform_int_distribution<int> pick(kLow, high - 1);
+    for (int attempt = 0; attempt < 64; ++attempt) {
+      const uint16_t port = TryBind(static_cast<uint16_t>(pick(rng)));
+      if (port != 0) return port;
+    }
+  }
+  const uint16_t port = TryBind(0);
+  if (port == 0) return Status::Unavailable("bind: " + std::string(std::strerror(errno)));
+  return port;
 }
 
 StatusOr<std::string> CheckpointIn(const std::string& model_dir, const std::string& weights) {

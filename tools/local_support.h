@@ -16,7 +16,9 @@
 
 namespace tandem::tools {
 
-// A loopback TCP port nothing listens on now (the kernel's pick for port 0).
+// A loopback TCP port nobody holds now, for a child process to listen on: a random one below the
+// kernel's ephemeral range where that leaves room (so outgoing connections and other bind(0)
+// callers cannot take it first), else the kernel's pick for port 0.
 StatusOr<uint16_t> FreePort();
 
 // A checkpoint of `model_dir` holding `weights` (bf16|fp8|int4): the directory itself when it
