@@ -7,6 +7,7 @@
 
 #include "engine/formats/float_codecs.h"
 #include "engine/kernels/cpu/matmul_batch.h"
+#include "engine/kernels/cpu/mla_decode.h"
 #include "engine/kernels/cpu/vector_ops.h"
 #include "engine/model/dsa_indexer.h"
 
@@ -16,8 +17,6 @@ namespace {
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 // Decoded contexts kept between calls per thread (see Forward): 16 MiB of fp32.
 constexpr size_t kKeptContextFloats = size_t{4} << 20;
-// FP8 context rows are read in place by up to this many heads at once (one group of the kernels').
-constexpr int64_t kFp8InPlaceMaxHeads = 4;
 
 // Whether query i of `seg` may read key j: causal, and chosen by the indexer when it masked.
 bool Allowed(const AttnSegment& seg, const KeyMask& mask, int64_t i, int64_t j) {
@@ -216,9 +215,10 @@ Status MlaAttention::AttendAbsorbed(std::span<const AttnSegment> segs, const flo
   // batch is many segments of one token, each too little work to wake the pool for, and a
   // thread's consecutive heads of one segment share each pass over the context rows. Both give
   // the same bits: every block partial and every fold is computed the same way in either.
-  int64_t split_floats = 0;  // the split's block partials: [num_new, blocks, H, PartialSize()] per segment
+  int64_t split_floats = 0;  // the split's block partials: [num_new, blocks, H, kv_lora + 2] per segment
   for (size_t s : absorbed)
-    split_floats += segs[s].num_new * Blocks(segs[s].context()) * heads * PartialSize();
+    split_floats +=
+        segs[s].num_new * kernels::cpu::MlaBlocks(segs[s].context()) * heads * (c.kv_lora_rank + 2);
   if (static_cast<int64_t>(absorbed.size()) < pool->num_threads() && split_floats <= kMaxSplitFloats) {
     return AbsorbedSplit(segs, absorbed, q, rows, kv_scale, masks, pool, attn);
   }
@@ -302,131 +302,43 @@ void MlaAttention::QueryLatent(const float* qh, int64_t h, float* qc) const {
   std::copy_n(qh + nope, c.qk_rope_head_dim, qc + lora);
 }
 
-int64_t MlaAttention::BlockRows(int64_t ctx) {
-  const int64_t rows = (std::max<int64_t>(ctx, 1) + kMaxBlocks - 1) / kMaxBlocks;
-  return (rows + kBlockRowMultiple - 1) / kBlockRowMultiple * kBlockRowMultiple;
+kernels::cpu::MlaDecodeShape MlaAttention::DecodeShape(float kv_scale) const {
+  kernels::cpu::MlaDecodeShape shape;
+  shape.heads = config_->num_attention_heads;
+  shape.kv_lora = config_->kv_lora_rank;
+  shape.score_scale = static_cast<float>(config_->AttentionSoftmaxScale()) * kv_scale;
+  shape.kv_scale = kv_scale;
+  return shape;
 }
 
-int64_t MlaAttention::Blocks(int64_t ctx) { return (ctx + BlockRows(ctx) - 1) / BlockRows(ctx); }
-
-void MlaAttention::BlockPartials(const AttnSegment& seg, const ContextRows& rows, float kv_scale,
-                                 const KeyMask& mask, int64_t i, int64_t first, int64_t block_rows,
-                                 const float* q_cat, int64_t nh, std::vector<float>* s, float* part) const {
-  const ModelConfig& c = *config_;
-  const int64_t lora = c.kv_lora_rank, width = c.KvLatentWidth(), psize = PartialSize();
-  const int64_t page_tokens = rows.page_tokens;
-  const int64_t ctx = seg.context(), visible = std::min(ctx, seg.past + i + 1);
-  const int64_t end = std::min(first + block_rows, visible), n = end - first;
-  for (int64_t h = 0; h < nh; ++h) {
-    float* ph = part + h * psize;
-    std::fill(ph, ph + lora, 0.0f);
-    ph[lora] = kNegInf;
-    ph[lora + 1] = 0.0f;
-  }
-  if (n <= 0) return;
-  // Scores of every head, then their weighted sums, over the block's rows page by page ([p0, p1)
-  // within one page; a block may start or end mid-page): each row is read for all nh heads at once.
-  s->resize(nh * block_rows);
-  // The block's rows in runs: page by page in place; or, FP8 rows that more than 4 heads read
-  // (the FP8 kernels decode a row chunk again for every 4 heads), widened once into a bf16 block,
-  // which the kernels read with the same bits.
-  const bool widen = rows.format == kernels::cpu::RowFormat::kFp8E4M3 && nh > kFp8InPlaceMaxHeads;
-  thread_local std::vector<uint16_t> widened;
-  if (widen) {
-    widened.resize(n * width);
-    for (int64_t p0 = first, p1; p0 < end; p0 = p1) {
-      p1 = std::min(end, (p0 / page_tokens + 1) * page_tokens);
-      kernels::cpu::Fp8RowsToBf16(rows.At(p0), p1 - p0, width, widened.data() + (p0 - first) * width);
-    }
-  }
-  auto each_run = [&](auto fn) {
-    if (widen) {
-      fn(first, end, kernels::cpu::RowsRef{widened.data(), kernels::cpu::RowFormat::kBf16, width});
-      return;
-    }
-    for (int64_t p0 = first, p1; p0 < end; p0 = p1) {
-      p1 = std::min(end, (p0 / page_tokens + 1) * page_tokens);
-      fn(p0, p1, rows.At(p0));
-    }
-  };
-  each_run([&](int64_t p0, int64_t p1, kernels::cpu::RowsRef run) {
-    kernels::cpu::AttentionScores(q_cat, nh, width, run, p1 - p0, width, s->data() + (p0 - first),
-                                  block_rows);
-  });
-  // Per head: masked and scaled scores (an FP8 row's scale folded into the softmax scale), their
-  // maximum m, the weights e_j = exp(s_j - m) and l.
-  const float scale = static_cast<float>(c.AttentionSoftmaxScale()) * kv_scale;
-  for (int64_t h = 0; h < nh; ++h) {
-    float* sh = s->data() + h * block_rows;
-    float m = kNegInf;
-    for (int64_t r = 0; r < n; ++r) {
-      const int64_t j = first + r;
-      sh[r] = mask.empty() || mask[i * ctx + j] != 0 ? sh[r] * scale : kNegInf;
-      m = std::max(m, sh[r]);
-    }
-    float l = 0.0f;
-    if (m != kNegInf) {
-      for (int64_t r = 0; r < n; ++r) sh[r] -= m;  // masked rows stay -inf: their weight is 0
-      kernels::cpu::ExpF32(sh, sh, n);
-      for (int64_t r = 0; r < n; ++r) l += sh[r];
-    } else {
-      std::fill(sh, sh + n, 0.0f);  // every row masked: no weight, and the sums below skip them
-    }
-    part[h * psize + lora] = m;
-    part[h * psize + lora + 1] = l;
-  }
-  // o = Σ e_j c_j of every head, page by page (the rows just scored, still in cache).
-  each_run([&](int64_t p0, int64_t p1, kernels::cpu::RowsRef run) {
-    kernels::cpu::AttentionWeightedSums(s->data() + (p0 - first), nh, block_rows, run, p1 - p0, lora, part,
-                                        psize);
-  });
+kernels::cpu::MlaQuery MlaAttention::Query(const AttnSegment& seg, const ContextRows& rows,
+                                           const KeyMask& mask, int64_t i, const float* q_cat) {
+  kernels::cpu::MlaQuery query;
+  query.q_cat = q_cat;
+  query.rows = rows.Paged();
+  query.context = seg.context();
+  query.visible = std::min(seg.context(), seg.past + i + 1);
+  query.mask = mask.empty() ? nullptr : mask.data() + i * seg.context();
+  return query;
 }
 
-void MlaAttention::FoldPartial(const float* part, float* state) const {
-  const int64_t lora = config_->kv_lora_rank;
-  const float pm = part[lora], pl = part[lora + 1];
-  if (pl == 0.0f) return;  // nothing visible in the block
-  if (state[lora + 1] == 0.0f) {
-    std::copy_n(part, lora + 2, state);
-    return;
-  }
-  if (pm > state[lora]) {  // a new maximum: rescale what was folded so far
-    const float f = std::exp(state[lora] - pm);
-    for (int64_t d = 0; d < lora; ++d) state[d] *= f;
-    state[lora + 1] *= f;
-    state[lora] = pm;
-  }
-  const float f = std::exp(pm - state[lora]);
-  for (int64_t d = 0; d < lora; ++d) state[d] += f * part[d];
-  state[lora + 1] += f * pl;
-}
-
-void MlaAttention::HeadFromState(const float* state, float kv_scale, int64_t h, std::vector<float>* o_lat,
-                                 float* o) const {
+void MlaAttention::OutputFromLatent(const float* o_lat, int64_t h, float* o) const {
   const ModelConfig& c = *config_;
   const int64_t lora = c.kv_lora_rank, vdim = c.v_head_dim;
-  // l > 0 whenever a row is visible (a new token always sees itself); o = 0 otherwise. An FP8
-  // row's scale applies here, once per head (1 for BF16: the same bits as without it).
-  o_lat->assign(lora, 0.0f);
-  if (state[lora + 1] > 0.0f) {
-    const float inv = kv_scale / state[lora + 1];
-    for (int64_t d = 0; d < lora; ++d) (*o_lat)[d] = state[d] * inv;
-  }
   const int64_t uv = h * (c.qk_nope_head_dim + vdim) + c.qk_nope_head_dim;  // W_UV rows of kv_b_proj
   if (kv_b_bf16_ != nullptr) {
-    kernels::cpu::AttentionScores(o_lat->data(), 1, lora,
-                                  {kv_b_bf16_ + uv * lora, kernels::cpu::RowFormat::kBf16, lora}, vdim, lora,
-                                  o, vdim);
+    kernels::cpu::AttentionScores(
+        o_lat, 1, lora, {kv_b_bf16_ + uv * lora, kernels::cpu::RowFormat::kBf16, lora}, vdim, lora, o, vdim);
   } else if (kv_b_fp8_ != nullptr) {
     thread_local std::vector<float> row;
     row.resize(lora);
     for (int64_t d = 0; d < vdim; ++d) {
       kernels::cpu::DecodeWeightRow(*kv_b_fp8_, uv + d, row.data());
-      o[d] = kernels::cpu::DotF32(o_lat->data(), row.data(), lora);
+      o[d] = kernels::cpu::DotF32(o_lat, row.data(), lora);
     }
   } else {
     for (int64_t d = 0; d < vdim; ++d)
-      o[d] = kernels::cpu::DotF32(o_lat->data(), kv_b_.data() + (uv + d) * lora, lora);
+      o[d] = kernels::cpu::DotF32(o_lat, kv_b_.data() + (uv + d) * lora, lora);
   }
 }
 
@@ -435,29 +347,17 @@ void MlaAttention::AbsorbedHeads(const AttnSegment& seg, const float* q, const C
                                  AbsorbedScratch* scratch, float* out) const {
   const ModelConfig& c = *config_;
   const int64_t heads = c.num_attention_heads, qk = c.qk_head_dim(), width = c.KvLatentWidth();
-  const int64_t nh = h1 - h0, psize = PartialSize(), lora = c.kv_lora_rank;
-  const int64_t block_rows = BlockRows(seg.context());
+  const int64_t nh = h1 - h0, lora = c.kv_lora_rank;
+  const kernels::cpu::MlaDecodeShape shape = DecodeShape(kv_scale);
   scratch->q_cat.resize(nh * width);
-  scratch->part.resize(nh * psize);
-  scratch->state.resize(nh * psize);
-  // fp32 with fused multiply-adds for the scores (Hugging Face's attention accumulates in fp32
-  // too). Per head: q_cat = [W_UKᵀ q_nope | q_rope], laid out like a cached row [latent | rope], so
-  // a score is one dot of width = lora + rope with the row.
+  scratch->o_lat.resize(nh * lora);
   for (int64_t i = 0; i < seg.num_new; ++i) {
     for (int64_t h = h0; h < h1; ++h)
       QueryLatent(q + (i * heads + h) * qk, h, scratch->q_cat.data() + (h - h0) * width);
-    for (int64_t h = 0; h < nh; ++h) scratch->state[h * psize + lora + 1] = 0.0f;
-    const int64_t visible = std::min(seg.context(), seg.past + i + 1);
-    for (int64_t first = 0; first < visible; first += block_rows) {
-      BlockPartials(seg, rows, kv_scale, mask, i, first, block_rows, scratch->q_cat.data(), nh, &scratch->s,
-                    scratch->part.data());
-      for (int64_t h = 0; h < nh; ++h)
-        FoldPartial(scratch->part.data() + h * psize, scratch->state.data() + h * psize);
-    }
-    for (int64_t h = h0; h < h1; ++h) {
-      HeadFromState(scratch->state.data() + (h - h0) * psize, kv_scale, h, &scratch->o_lat,
-                    out + (i * heads + h) * c.v_head_dim);
-    }
+    kernels::cpu::MlaDecodeHeads(Query(seg, rows, mask, i, scratch->q_cat.data()), nh, shape,
+                                 scratch->o_lat.data());
+    for (int64_t h = h0; h < h1; ++h)
+      OutputFromLatent(scratch->o_lat.data() + (h - h0) * lora, h, out + (i * heads + h) * c.v_head_dim);
   }
 }
 
@@ -466,66 +366,43 @@ Status MlaAttention::AbsorbedSplit(std::span<const AttnSegment> segs, std::span<
                                    const std::vector<KeyMask>& masks, ThreadPool* pool, float* attn) const {
   const ModelConfig& c = *config_;
   const int64_t heads = c.num_attention_heads, qk = c.qk_head_dim(), width = c.KvLatentWidth();
-  const int64_t psize = PartialSize();
-  // Per absorbed segment: q_cat [num_new, H, width] and partials [num_new, blocks, H, psize], at
-  // offsets into buffers this thread keeps between calls (at most kMaxSplitFloats of partials:
-  // 4.2 MB for Kimi K2.x at batch 1), so no layer allocates, zero-fills or page-faults them anew.
-  // Every partial the folds read is written first (an empty block writes l = 0).
-  thread_local std::vector<float> q_cat_held, parts_held;
-  std::vector<float*> q_cat(absorbed.size()), parts(absorbed.size());  // set once the buffers are sized
-  std::vector<int64_t> q_cat_at(absorbed.size()), parts_at(absorbed.size());
-  std::vector<int64_t> block_rows(absorbed.size()), blocks(absorbed.size());
-  std::vector<std::array<int64_t, 3>> query_heads, query_blocks;  // (segment, token, head / block)
-  int64_t q_cat_floats = 0, part_floats = 0;
+  const int64_t lora = c.kv_lora_rank;
+  // One query per new token of each absorbed segment: q_cat [queries, H, width] and the latent
+  // outputs [queries, H, kv_lora], in buffers this thread keeps between calls.
+  thread_local std::vector<float> q_cat_held, o_lat_held;
+  std::vector<std::array<int64_t, 2>> tokens;  // (absorbed index, token) per query
   for (size_t a = 0; a < absorbed.size(); ++a) {
-    const AttnSegment& seg = segs[absorbed[a]];
-    block_rows[a] = BlockRows(seg.context());
-    blocks[a] = Blocks(seg.context());
-    q_cat_at[a] = q_cat_floats;
-    parts_at[a] = part_floats;
-    q_cat_floats += seg.num_new * heads * width;
-    part_floats += seg.num_new * blocks[a] * heads * psize;
-    for (int64_t i = 0; i < seg.num_new; ++i) {
-      for (int64_t h = 0; h < heads; ++h) query_heads.push_back({static_cast<int64_t>(a), i, h});
-      for (int64_t b = 0; b < blocks[a]; ++b) query_blocks.push_back({static_cast<int64_t>(a), i, b});
-    }
+    for (int64_t i = 0; i < segs[absorbed[a]].num_new; ++i) tokens.push_back({static_cast<int64_t>(a), i});
   }
-  if (static_cast<int64_t>(q_cat_held.size()) < q_cat_floats) q_cat_held.resize(q_cat_floats);
-  if (static_cast<int64_t>(parts_held.size()) < part_floats) parts_held.resize(part_floats);
-  for (size_t a = 0; a < absorbed.size(); ++a) {
-    q_cat[a] = q_cat_held.data() + q_cat_at[a];
-    parts[a] = parts_held.data() + parts_at[a];
-  }
-  // 1. q_cat of every head, heads split over the threads.
-  pool->ParallelFor(static_cast<int64_t>(query_heads.size()), 1, [&](int64_t begin, int64_t end, int) {
+  const int64_t n = static_cast<int64_t>(tokens.size());
+  if (static_cast<int64_t>(q_cat_held.size()) < n * heads * width) q_cat_held.resize(n * heads * width);
+  if (static_cast<int64_t>(o_lat_held.size()) < n * heads * lora) o_lat_held.resize(n * heads * lora);
+  // Plain pointers for the pool's threads (a thread_local named in a lambda is the running thread's).
+  float* const q_cat = q_cat_held.data();
+  float* const o_lat = o_lat_held.data();
+  // 1. q_cat of every (query, head), split over the threads.
+  pool->ParallelFor(n * heads, 1, [&](int64_t begin, int64_t end, int) {
     for (int64_t k = begin; k < end; ++k) {
-      const auto [a, i, h] = query_heads[k];
+      const auto [a, i] = tokens[k / heads];
       const AttnSegment& seg = segs[absorbed[a]];
-      QueryLatent(q + ((seg.first_row + i) * heads + h) * qk, h, q_cat[a] + (i * heads + h) * width);
+      QueryLatent(q + ((seg.first_row + i) * heads + k % heads) * qk, k % heads, q_cat + k * width);
     }
   });
-  // 2. Partials of all heads, the context's blocks split over the threads: each row is read once.
-  pool->ParallelFor(static_cast<int64_t>(query_blocks.size()), 1, [&](int64_t begin, int64_t end, int) {
-    std::vector<float> s;
+  // 2. The paged attention (engine/kernels/cpu/mla_decode.h): each context row read once.
+  std::vector<kernels::cpu::MlaQuery> queries;
+  for (int64_t k = 0; k < n; ++k) {
+    const auto [a, i] = tokens[k];
+    const size_t s = absorbed[a];
+    queries.push_back(Query(segs[s], rows[s], masks[s], i, q_cat + k * heads * width));
+  }
+  kernels::cpu::MlaDecode(queries, DecodeShape(kv_scale), pool, o_lat);
+  // 3. W_UV of every (query, head), split over the threads.
+  pool->ParallelFor(n * heads, 1, [&](int64_t begin, int64_t end, int) {
     for (int64_t k = begin; k < end; ++k) {
-      const auto [a, i, b] = query_blocks[k];
-      const size_t seg_index = absorbed[a];
-      BlockPartials(segs[seg_index], rows[seg_index], kv_scale, masks[seg_index], i, b * block_rows[a],
-                    block_rows[a], q_cat[a] + i * heads * width, heads, &s,
-                    parts[a] + (i * blocks[a] + b) * heads * psize);
-    }
-  });
-  // 3. Per head: the blocks' partials folded in order, then W_UV; heads split over the threads.
-  pool->ParallelFor(static_cast<int64_t>(query_heads.size()), 1, [&](int64_t begin, int64_t end, int) {
-    std::vector<float> state(psize), o_lat;
-    for (int64_t k = begin; k < end; ++k) {
-      const auto [a, i, h] = query_heads[k];
+      const auto [a, i] = tokens[k / heads];
       const AttnSegment& seg = segs[absorbed[a]];
-      state[c.kv_lora_rank + 1] = 0.0f;
-      for (int64_t b = 0; b < blocks[a]; ++b)
-        FoldPartial(parts[a] + ((i * blocks[a] + b) * heads + h) * psize, state.data());
-      HeadFromState(state.data(), kv_scale, h, &o_lat,
-                    attn + ((seg.first_row + i) * heads + h) * c.v_head_dim);
+      OutputFromLatent(o_lat + k * lora, k % heads,
+                       attn + ((seg.first_row + i) * heads + k % heads) * c.v_head_dim);
     }
   });
   return Status::Ok();

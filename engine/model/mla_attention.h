@@ -20,6 +20,7 @@
 #include "engine/core/thread_pool.h"
 #include "engine/kernels/cpu/attention.h"
 #include "engine/kernels/cpu/matmul.h"
+#include "engine/kernels/cpu/mla_decode.h"
 #include "engine/kv/page_pool.h"
 #include "engine/model/forward_ops.h"
 #include "engine/model/forward_types.h"
@@ -57,11 +58,10 @@ class MlaAttention {
     kernels::cpu::RowFormat format = kernels::cpu::RowFormat::kBf16;
     int64_t page_tokens = 0;
     int64_t width = 0;
+    // The kernels' view (valid while `pages` is unchanged).
+    kernels::cpu::PagedRows Paged() const { return {pages.data(), format, page_tokens, width}; }
     // Rows from `row` to the end of its page.
-    kernels::cpu::RowsRef At(int64_t row) const {
-      const int64_t bytes = format == kernels::cpu::RowFormat::kBf16 ? 2 : 1;
-      return {pages[row / page_tokens] + (row % page_tokens) * width * bytes, format, width};
-    }
+    kernels::cpu::RowsRef At(int64_t row) const { return Paged().At(row); }
   };
 
   // The steps of Forward. Project: q [T, H, nope + rope] and latent [T, kv_lora + rope] from h
@@ -85,54 +85,38 @@ class MlaAttention {
   // q: [n, H, nope + rope] of the segment; lat: [ctx, kv_lora + rope]; out: [n, H, v].
   Status Expanded(const AttnSegment& seg, const float* q, const std::vector<float>& lat, const KeyMask& mask,
                   ThreadPool* pool, const kernels::cpu::MatmulOptions& options, float* out) const;
-  // The absorbed form (decode) runs over blocks of the context, as flash-decoding does: a block
-  // is BlockRows consecutive rows (a multiple of kBlockRowMultiple, at most kMaxBlocks blocks per
-  // segment, sized from the context length alone so that the bits never depend on the batch, the
-  // threads or the page size). For one new token and head, a block's partial is [o | m | l]: m = its
-  // largest scaled score, l = Σ e_j and o [kv_lora] = Σ e_j c_j with e_j = exp(s_j - m) over its
-  // visible rows (l = 0 when none is). Partials fold in block order into the same shape; the
-  // head's output is W_UV (o / l). Up to 32 blocks: at batch 1 the blocks are what the threads
-  // share, and a few more blocks than threads balance them (17 blocks of 32 rows at 513 tokens).
-  static constexpr int64_t kMaxBlocks = 32;
-  // The split (AbsorbedSplit) keeps every block partial of its segments at once; above this many
-  // floats (32 MB: e.g. 7 Kimi K2.x sequences of 32 blocks) the batch takes the per-head path,
-  // which keeps one block's per thread and gives the same bits.
+  // The absorbed form (decode): q_cat = [W_UKᵀ q_nope | q_rope] per head (QueryLatent), the paged
+  // attention over the context's latent rows by engine/kernels/cpu/mla_decode.h (flash-decoding
+  // blocks sized from the context alone, so the bits never depend on the batch, the threads or
+  // the page size), then W_UV on its latent output (OutputFromLatent).
+  // The split (AbsorbedSplit, kernels::cpu::MlaDecode) keeps every block partial of its segments
+  // at once; above this many floats (32 MB: e.g. 7 Kimi K2.x sequences of 32 blocks) the batch
+  // takes the per-head path, which gives the same bits.
   static constexpr int64_t kMaxSplitFloats = int64_t{8} << 20;
-  static constexpr int64_t kBlockRowMultiple = 16;
-  static int64_t BlockRows(int64_t ctx);
-  static int64_t Blocks(int64_t ctx);  // blocks of BlockRows(ctx) rows covering ctx
-  int64_t PartialSize() const { return config_->kv_lora_rank + 2; }
-  // Per-thread buffers of the absorbed form, reused across calls.
+  // Per-thread buffers of the per-head path, reused across calls.
   struct AbsorbedScratch {
     std::vector<float> q_cat;  // [heads, kv_lora + rope]: (q_lat | q_rope) per head
-    std::vector<float> s;      // [heads, block rows]: a block's scores, then its weights e_j
-    std::vector<float> part;   // [heads, PartialSize()]: a block's partials
-    std::vector<float> state;  // [heads, PartialSize()]: the partials folded so far
-    std::vector<float> o_lat;  // [kv_lora]
+    std::vector<float> o_lat;  // [heads, kv_lora]: the paged attention's output per head
   };
-  // kv_scale: the pool's per-layer scale (1 for BF16), folded into the scores' scale and into
-  // W_UV's input.
   //   QueryLatent: qc [kv_lora + rope] = [W_UKᵀ q_nope | q_rope] of head h from qh (one token's head).
-  //   BlockPartials: the partials part[h, :] of nh heads (q_cat [nh, kv_lora + rope]) for new
-  //     token i over the block of rows [first, first + block_rows); each row is read once for all
-  //     nh heads, and a head's partial is the same whatever nh.
-  //   FoldPartial: state = the fold of state (l = 0: nothing yet) and the next block's part.
-  //   HeadFromState: o [v] = W_UV (kv_scale · o / l) of head h.
+  //   OutputFromLatent: o [v] = W_UV o_lat of head h.
+  //   DecodeShape: the kernel's shape; kv_scale (the pool's per-layer scale, 1 for BF16) is folded
+  //     into the scores' scale and into the output.
+  //   Query: new token i of the segment as a kernel query (its causal rows, its DSA mask row).
   void QueryLatent(const float* qh, int64_t h, float* qc) const;
-  void BlockPartials(const AttnSegment& seg, const ContextRows& rows, float kv_scale, const KeyMask& mask,
-                     int64_t i, int64_t first, int64_t block_rows, const float* q_cat, int64_t nh,
-                     std::vector<float>* s, float* part) const;
-  void FoldPartial(const float* part, float* state) const;
-  void HeadFromState(const float* state, float kv_scale, int64_t h, std::vector<float>* o_lat,
-                     float* o) const;
+  void OutputFromLatent(const float* o_lat, int64_t h, float* o) const;
+  kernels::cpu::MlaDecodeShape DecodeShape(float kv_scale) const;
+  static kernels::cpu::MlaQuery Query(const AttnSegment& seg, const ContextRows& rows, const KeyMask& mask,
+                                      int64_t i, const float* q_cat);
   // Heads [h0, h1) of every new token of the segment, absorbed form: out[i, h, :]; the heads share
   // each pass over the rows.
   void AbsorbedHeads(const AttnSegment& seg, const float* q, const ContextRows& rows, float kv_scale,
                      const KeyMask& mask, int64_t h0, int64_t h1, AbsorbedScratch* scratch, float* out) const;
 
-  // Every head of the absorbed segments (indices into segs) in three ParallelFors: queries by
-  // head, block partials of all heads by block (each row read once), folds and outputs by head.
-  // attn: [T, H, v]. The same bits as AbsorbedHeads; for batches with fewer segments than threads.
+  // Every head of the absorbed segments (indices into segs): queries by head, the paged attention
+  // (kernels::cpu::MlaDecode: block partials of all heads by block, each row read once; folds by
+  // head), W_UV by head. attn: [T, H, v]. The same bits as AbsorbedHeads; for batches with fewer
+  // segments than threads.
   Status AbsorbedSplit(std::span<const AttnSegment> segs, std::span<const size_t> absorbed, const float* q,
                        std::span<const ContextRows> rows, float kv_scale, const std::vector<KeyMask>& masks,
                        ThreadPool* pool, float* attn) const;

@@ -1,5 +1,5 @@
-// GPU test (label `gpu`): paged MLA decode attention on CUDA against the CPU kernels' double
-// oracles (engine/kernels/cpu/attention.h), BF16 and FP8 pages, requests of different lengths
+// GPU test (label `gpu`): paged MLA decode attention on CUDA against its CPU twin's double oracle
+// (engine/kernels/cpu/mla_decode.h), BF16 and FP8 pages, requests of different lengths
 // (1, 17, 97 and long ones across splits), odd page sizes, pages scattered and strided as in a
 // pool of several layers, outputs poisoned before the launch, fresh random inputs each run (the
 // seed is printed). Then the bandwidth and FP8/BF16 figures at batch 64 x 8K context.
@@ -19,7 +19,7 @@
 
 #include "engine/core/cuda/cuda_test_support.h"
 #include "engine/formats/float_codecs.h"
-#include "engine/kernels/cpu/attention.h"
+#include "engine/kernels/cpu/mla_decode.h"
 
 namespace tandem::engine::cuda {
 namespace {
@@ -60,12 +60,6 @@ Pool MakePool(bool fp8, int num_pages, int page_tokens, int width, std::mt19937&
   return p;
 }
 
-kernels::cpu::RowsRef HostRow(const Pool& p, const std::vector<int32_t>& table, int t) {
-  const uint8_t* row = p.bytes.data() + table[t / p.kv.page_tokens] * p.kv.page_stride + p.kv.layer_offset +
-                       static_cast<int64_t>(t % p.kv.page_tokens) * p.kv.width * (p.kv.fp8 ? 1 : 2);
-  return {row, p.kv.fp8 ? kernels::cpu::RowFormat::kFp8E4M3 : kernels::cpu::RowFormat::kBf16, p.kv.width};
-}
-
 TEST_F(MlaDecodeCudaTest, MatchesTheCpuOracleForBothPageDtypes) {
   const uint32_t seed = std::random_device{}();
   std::printf("[mla-decode] seed %u\n", seed);
@@ -87,29 +81,26 @@ TEST_F(MlaDecodeCudaTest, MatchesTheCpuOracleForBothPageDtypes) {
       std::vector<float> q(static_cast<size_t>(batch) * heads * width);
       std::normal_distribution<float> g(0.0f, 0.2f);
       for (float& v : q) v = g(rng);
-      // The oracle: scores in double from the CPU kernels' reference, softmax, weighted sums.
-      std::vector<double> want(static_cast<size_t>(batch) * heads * kv_lora);
+      // The oracle: the CPU kernel's (kernels::cpu::MlaDecodeRef, double) over the same pages.
+      std::vector<std::vector<const uint8_t*>> pages(batch);
+      std::vector<kernels::cpu::MlaQuery> queries(batch);
       for (int b = 0; b < batch; ++b) {
-        const std::vector<int32_t> row_table(table.begin() + b * max_pages,
-                                             table.begin() + (b + 1) * max_pages);
-        for (int h = 0; h < heads; ++h) {
-          const float* qh = q.data() + (static_cast<size_t>(b) * heads + h) * width;
-          std::vector<double> s(contexts[b]);
-          double m = -1e300;
-          for (int t = 0; t < contexts[b]; ++t) {
-            float dot;
-            kernels::cpu::AttentionScoresRef(qh, 1, width, HostRow(pool, row_table, t), 1, width, &dot, 1);
-            s[t] = static_cast<double>(dot) * softmax_scale * pool.kv.kv_scale;
-            m = std::max(m, s[t]);
-          }
-          double l = 0;
-          for (double& v : s) l += (v = std::exp(v - m));
-          double* o = want.data() + (static_cast<size_t>(b) * heads + h) * kv_lora;
-          for (int t = 0; t < contexts[b]; ++t)
-            for (int d = 0; d < kv_lora; ++d)
-              o[d] += s[t] / l * kernels::cpu::RowValue(HostRow(pool, row_table, t), 0, d) * pool.kv.kv_scale;
-        }
+        for (int k = 0; k < max_pages; ++k)
+          pages[b].push_back(pool.bytes.data() + table[b * max_pages + k] * pool.kv.page_stride +
+                             pool.kv.layer_offset);
+        queries[b].q_cat = q.data() + static_cast<size_t>(b) * heads * width;
+        queries[b].rows = {pages[b].data(),
+                           fp8 ? kernels::cpu::RowFormat::kFp8E4M3 : kernels::cpu::RowFormat::kBf16,
+                           page_tokens, width};
+        queries[b].context = queries[b].visible = contexts[b];
       }
+      kernels::cpu::MlaDecodeShape shape;
+      shape.heads = heads;
+      shape.kv_lora = kv_lora;
+      shape.score_scale = softmax_scale * pool.kv.kv_scale;
+      shape.kv_scale = pool.kv.kv_scale;
+      std::vector<float> want(static_cast<size_t>(batch) * heads * kv_lora);
+      kernels::cpu::MlaDecodeRef(queries, shape, want.data());
       uint8_t* d_pages = DeviceCopy(pool.bytes);
       float* d_q = DeviceCopy(q);
       int32_t* d_table = DeviceCopy(table);
@@ -132,8 +123,8 @@ TEST_F(MlaDecodeCudaTest, MatchesTheCpuOracleForBothPageDtypes) {
       double err = 0, norm = 0;
       for (size_t i = 0; i < want.size(); ++i) {
         ASSERT_TRUE(std::isfinite(got[i])) << "output " << i << " not written";
-        err += (got[i] - want[i]) * (got[i] - want[i]);
-        norm += want[i] * want[i];
+        err += (static_cast<double>(got[i]) - want[i]) * (static_cast<double>(got[i]) - want[i]);
+        norm += static_cast<double>(want[i]) * want[i];
       }
       EXPECT_LE(err / norm, kNmseMlaDecode) << (fp8 ? "fp8" : "bf16") << " page_tokens " << page_tokens;
     }
