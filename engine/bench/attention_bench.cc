@@ -18,8 +18,10 @@
 #include <benchmark/benchmark.h>
 
 #include "engine/core/cpu_features.h"
+#include "engine/core/thread_pool.h"
 #include "engine/formats/float_codecs.h"
 #include "engine/kernels/cpu/attention.h"
+#include "engine/kernels/cpu/mla_decode.h"
 
 namespace tandem::engine::kernels::cpu {
 namespace {
@@ -108,6 +110,51 @@ BENCHMARK(BM_DecodeAttention)
     ->Args({kFp8InPlace, 1, 8192})
     ->Args({kBf16, 8, 8192})
     ->Args({kFp8, 8, 8192})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+// The kernel the engine runs (mla_decode.h: MlaDecode, the batch-1 split of blocks over the
+// threads, then the folds), same shape and pages, with 1 and 2 threads: what the inner loops above
+// cost once the blocks, the folds and the threads are added.
+void BM_MlaDecode(benchmark::State& state) {
+  const Config config = static_cast<Config>(state.range(0));
+  const int64_t batch = state.range(1), context = state.range(2);
+  const int threads = static_cast<int>(state.range(3));
+  const Setup s(batch, context, config != kBf16);
+  const RowFormat format = config == kBf16 ? RowFormat::kBf16 : RowFormat::kFp8E4M3;
+  const int64_t elem = config == kBf16 ? 2 : 1;
+  std::vector<std::vector<const uint8_t*>> pages(batch);
+  std::vector<MlaQuery> queries;
+  for (int64_t r = 0; r < batch; ++r) {
+    for (int64_t p : s.pages[r]) {
+      const void* base = config == kBf16 ? static_cast<const void*>(s.pool16.data()) : s.pool8.data();
+      pages[r].push_back(static_cast<const uint8_t*>(base) + p * kPageTokens * kWidth * elem);
+    }
+    queries.push_back(
+        {s.q.data(), {pages[r].data(), format, kPageTokens, kWidth}, context, context, nullptr});
+  }
+  MlaDecodeShape shape;
+  shape.heads = kHeads;
+  shape.kv_lora = kLora;
+  shape.score_scale = 0.07f;
+  ThreadPool pool(threads);
+  std::vector<float> out(batch * kHeads * kLora);
+  for (auto _ : state) {
+    MlaDecode(queries, shape, &pool, out.data());
+    benchmark::DoNotOptimize(out.data());
+  }
+  const double kv_bytes = static_cast<double>(batch * context * kWidth * elem);
+  state.counters["kv_GB/s"] = benchmark::Counter(kv_bytes * static_cast<double>(state.iterations()) / 1e9,
+                                                 benchmark::Counter::kIsRate);
+  state.SetLabel(std::string(config == kBf16 ? "bf16" : "fp8") + " isa:" + AttentionIsa());
+}
+
+BENCHMARK(BM_MlaDecode)
+    ->ArgNames({"kv", "batch", "context", "threads"})
+    ->Args({kBf16, 1, 8192, 1})
+    ->Args({kFp8, 1, 8192, 1})
+    ->Args({kBf16, 1, 8192, 2})
+    ->Args({kFp8, 1, 8192, 2})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
