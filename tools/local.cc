@@ -247,15 +247,17 @@ int RunLocal(const std::vector<std::string>& raw) {
     }
     return a;
   };
+  // Every agent's ports, held here until the agents listen on them.
+  PortReservations ports;
   std::vector<std::string> prefill_endpoints, decode_endpoints;
   // {"prefill-0": "127.0.0.1:N", ...}: each pool member's gRPC endpoint, for the ready file
   nlohmann::ordered_json grpc_endpoints = nlohmann::ordered_json::object();
   auto start_pool = [&](const char* role, int n, const std::string& dir, const std::string& weights,
                         const std::string& kv, std::vector<std::string>* endpoints) -> Status {
     for (int i = 0; i < n; ++i) {
-      ASSIGN_OR_RETURN(uint16_t grpc, FreePort());
-      ASSIGN_OR_RETURN(uint16_t metrics, FreePort());
-      ASSIGN_OR_RETURN(uint16_t http, FreePort());
+      ASSIGN_OR_RETURN(uint16_t grpc, ports.Reserve());
+      ASSIGN_OR_RETURN(uint16_t metrics, ports.Reserve());
+      ASSIGN_OR_RETURN(uint16_t http, ports.Reserve());
       const std::string label = std::string(role) + "-" + std::to_string(i);
       RETURN_IF_ERROR(stack.Spawn(label, *agent,
                                   common({"--role",
@@ -292,13 +294,13 @@ int RunLocal(const std::vector<std::string>& raw) {
   }
   uint16_t router_port = static_cast<uint16_t>(args.port);
   if (started.ok() && router_port == 0) {
-    StatusOr<uint16_t> p = FreePort();
+    StatusOr<uint16_t> p = ports.Reserve();
     started = p.status();
     if (p.ok()) router_port = *p;
   }
   if (started.ok()) {
-    StatusOr<uint16_t> metrics = FreePort();
-    StatusOr<uint16_t> grpc = metrics.ok() ? FreePort() : metrics;
+    StatusOr<uint16_t> metrics = ports.Reserve();
+    StatusOr<uint16_t> grpc = metrics.ok() ? ports.Reserve() : metrics;
     started = grpc.status();
     if (grpc.ok()) {
       std::vector<std::string> a =
@@ -313,6 +315,7 @@ int RunLocal(const std::vector<std::string>& raw) {
     }
   }
   if (started.ok()) started = stack.WaitReady(std::chrono::seconds(120), signals);
+  ports.ReleaseAll();  // every agent listens on its ports now (or the start failed)
   if (!started.ok()) {
     std::fprintf(stderr, "tandem local: %s\n", started.ToString().c_str());
     stack.StopAll(std::chrono::seconds(5));

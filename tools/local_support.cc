@@ -55,20 +55,25 @@ std::string SourceStamp(const std::string& dir) {
 
 namespace {
 
-// Binds a loopback TCP socket to `port` (0: any) and closes it; the port bound, or 0 when the bind
-// failed (held by someone else).
-uint16_t TryBind(uint16_t port) {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return 0;
+// A loopback TCP socket (close-on-exec) bound to `port` (0: any), SO_REUSEADDR when `reuse`; -1
+// when the bind failed. *bound: the port bound.
+int BindLoopback(uint16_t port, bool reuse, uint16_t* bound) {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  const int one = 1;
+  if (reuse) setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   addr.sin_port = htons(port);
   socklen_t len = sizeof(addr);
-  const bool ok = bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
-                  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0;
-  close(fd);
-  return ok ? ntohs(addr.sin_port) : 0;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    close(fd);
+    return -1;
+  }
+  *bound = ntohs(addr.sin_port);
+  return fd;
 }
 
 // The first port of the kernel's ephemeral range (32768 when it cannot be read).
@@ -80,24 +85,32 @@ int EphemeralRangeStart() {
 
 }  // namespace
 
-StatusOr<uint16_t> FreePort() {
-  // Below the ephemeral range when there is room: a port from there is never another socket's
-  // source port or another bind(0)'s pick while the child that gets it starts up (a port bind(0)
-  // gave was, now and then, taken by some outgoing connection first and the agent failed to start
-  // under parallel tests). A random one, so concurrent callers rarely meet.
+StatusOr<uint16_t> PortReservations::Reserve() {
   constexpr int kLow = 10000;
   const int high = EphemeralRangeStart();
-  if (high - kLow >= 1000) {
-    thread_local std::mt19937 rng(std::random_device{}() ^ static_cast<uint32_t>(getpid()));
-    std::uniform_int_distribution<int> pick(kLow, high - 1);
-    for (int attempt = 0; attempt < 64; ++attempt) {
-      const uint16_t port = TryBind(static_cast<uint16_t>(pick(rng)));
-      if (port != 0) return port;
-    }
+  thread_local std::mt19937 rng(std::random_device{}() ^ static_cast<uint32_t>(getpid()));
+  for (int attempt = 0; attempt < 64; ++attempt) {
+    // Below the ephemeral range when there is room (no bind(0) or outgoing connection lands
+    // there), else the kernel's pick.
+    const uint16_t want = high - kLow >= 1000
+                              ? static_cast<uint16_t>(std::uniform_int_distribution<int>(kLow, high - 1)(rng))
+                              : 0;
+    uint16_t port = 0;
+    const int probe = BindLoopback(want, /*reuse=*/false, &port);  // fails if anyone holds it
+    if (probe < 0) continue;
+    close(probe);
+    uint16_t held = 0;
+    const int fd = BindLoopback(port, /*reuse=*/true, &held);
+    if (fd < 0) continue;
+    fds_.push_back(fd);
+    return held;
   }
-  const uint16_t port = TryBind(0);
-  if (port == 0) return Status::Unavailable("bind: " + std::string(std::strerror(errno)));
-  return port;
+  return Status::Unavailable("no free loopback port found in 64 tries");
+}
+
+void PortReservations::ReleaseAll() {
+  for (int fd : fds_) close(fd);
+  fds_.clear();
 }
 
 StatusOr<std::string> CheckpointIn(const std::string& model_dir, const std::string& weights) {

@@ -16,10 +16,30 @@
 
 namespace tandem::tools {
 
-// A loopback TCP port nobody holds now, for a child process to listen on: a random one below the
-// kernel's ephemeral range where that leaves room (so outgoing connections and other bind(0)
-// callers cannot take it first), else the kernel's pick for port 0.
-StatusOr<uint16_t> FreePort();
+// Loopback TCP ports for child processes to listen on, held from Reserve() until ReleaseAll() or
+// destruction: each is bound here (SO_REUSEADDR, not listening, close-on-exec), so no other
+// process's reservation, bind(0) or outgoing connection can take it before the child binds it; the
+// child's listener (SO_REUSEADDR: the agent's HTTP servers and gRPC set it) binds it alongside, as
+// Linux allows while no socket listens there. Ports are picked at random below the kernel's
+// ephemeral range where that leaves room (the kernel's pick for port 0 otherwise), and a port is
+// reserved only after a plain bind (no SO_REUSEADDR) shows that nobody holds it.
+// (Picking a free port and closing it, as before, let two stacks starting at once, or an outgoing
+// connection, take the same port: an agent then failed with "Address already in use".)
+class PortReservations {
+ public:
+  PortReservations() = default;
+  ~PortReservations() { ReleaseAll(); }
+  PortReservations(const PortReservations&) = delete;
+  PortReservations& operator=(const PortReservations&) = delete;
+
+  StatusOr<uint16_t> Reserve();
+  // Closes every reservation (the children that listen on them keep their ports).
+  void ReleaseAll();
+  size_t held() const { return fds_.size(); }
+
+ private:
+  std::vector<int> fds_;
+};
 
 // A checkpoint of `model_dir` holding `weights` (bf16|fp8|int4): the directory itself when it
 // does, else MODEL_DIR-WEIGHTS, made once with `tandem quantize` (routed experts to int4, or

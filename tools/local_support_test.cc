@@ -1,5 +1,6 @@
-// FreePort: ports for tandem local's children come from below the kernel's ephemeral range (where
-// no outgoing connection or bind(0) can take them first), are free when handed out, and vary.
+// PortReservations: the ports tandem local hands its agents are held until the agents listen on
+// them, so nobody else (another stack starting at the same time, bind(0), an outgoing connection)
+// can take one meanwhile, while the agent's own listener (SO_REUSEADDR) binds it alongside.
 #include "tools/local_support.h"
 
 #include <fstream>
@@ -20,52 +21,61 @@ int EphemeralStart() {
   return in >> lo >> hi && lo > 0 ? lo : 32768;
 }
 
-bool CanListen(uint16_t port) {
+// A socket bound to the loopback port (SO_REUSEADDR when `reuse`, listening when `listen_too`);
+// -1 when the bind or listen failed.
+int Bind(uint16_t port, bool reuse, bool listen_too) {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  const int one = 1;
+  if (reuse) setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   addr.sin_port = htons(port);
-  const bool ok = bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 && listen(fd, 1) == 0;
-  close(fd);
-  return ok;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || (listen_too && listen(fd, 1) != 0)) {
+    close(fd);
+    return -1;
+  }
+  return fd;
 }
 
-TEST(FreePortTest, PortsComeFromBelowTheEphemeralRangeAndAreFree) {
+TEST(PortReservationsTest, HeldPortsAreTakenByTheirListenerAndNobodyElse) {
   const int ephemeral = EphemeralStart();
-  std::set<uint16_t> seen;
-  for (int i = 0; i < 50; ++i) {
-    StatusOr<uint16_t> port = FreePort();
+  PortReservations ports, other;
+  std::set<uint16_t> held;
+  for (int i = 0; i < 40; ++i) {
+    StatusOr<uint16_t> port = ports.Reserve();
     ASSERT_TRUE(port.ok()) << port.status().ToString();
     if (ephemeral - 10000 >= 1000) {
       EXPECT_GE(*port, 10000);
       EXPECT_LT(*port, ephemeral);
     }
-    EXPECT_TRUE(CanListen(*port)) << *port;
-    seen.insert(*port);
+    EXPECT_TRUE(held.insert(*port).second) << *port << " reserved twice";
   }
-  EXPECT_GT(seen.size(), 40u);  // random picks, not one port handed out again and again
-}
-
-TEST(FreePortTest, AHeldPortIsNotHandedOut) {
-  // Hold every port FreePort gives for a while: none comes back while held.
-  std::set<uint16_t> held_ports;
-  std::vector<int> fds;
-  for (int i = 0; i < 30; ++i) {
-    StatusOr<uint16_t> port = FreePort();
+  EXPECT_EQ(ports.held(), 40u);
+  // Another stack's reservations never get one of them.
+  for (int i = 0; i < 40; ++i) {
+    StatusOr<uint16_t> port = other.Reserve();
     ASSERT_TRUE(port.ok());
-    EXPECT_EQ(held_ports.count(*port), 0u) << *port << " handed out while held";
-    const int fd = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    addr.sin_port = htons(*port);
-    ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-    ASSERT_EQ(listen(fd, 1), 0);
-    fds.push_back(fd);
-    held_ports.insert(*port);
+    EXPECT_EQ(held.count(*port), 0u) << *port << " reserved by two stacks";
   }
-  for (int fd : fds) close(fd);
+  std::vector<int> listeners;
+  for (uint16_t port : held) {
+    EXPECT_EQ(Bind(port, /*reuse=*/false, false), -1) << port << ": a plain bind got a held port";
+    const int fd = Bind(port, /*reuse=*/true, /*listen_too=*/true);  // what the agent does
+    EXPECT_GE(fd, 0) << port << ": the child could not listen on its reserved port";
+    listeners.push_back(fd);
+  }
+  ports.ReleaseAll();
+  EXPECT_EQ(ports.held(), 0u);
+  for (int fd : listeners) {
+    if (fd >= 0) close(fd);
+  }
+  // Released and closed: free again.
+  for (uint16_t port : held) {
+    const int fd = Bind(port, /*reuse=*/true, false);
+    EXPECT_GE(fd, 0) << port << " still held after ReleaseAll";
+    if (fd >= 0) close(fd);
+  }
 }
 
 }  // namespace
