@@ -215,10 +215,10 @@ Status MlaAttention::AttendAbsorbed(std::span<const AttnSegment> segs, const flo
   // batch is many segments of one token, each too little work to wake the pool for, and a
   // thread's consecutive heads of one segment share each pass over the context rows. Both give
   // the same bits: every block partial and every fold is computed the same way in either.
-  int64_t split_floats = 0;  // the split's block partials: [num_new, blocks, H, kv_lora + 2] per segment
+  int64_t split_floats = 0;  // the split's block partials: one query's per new token
+  const kernels::cpu::MlaDecodeShape shape = DecodeShape(kv_scale);
   for (size_t s : absorbed)
-    split_floats +=
-        segs[s].num_new * kernels::cpu::MlaBlocks(segs[s].context()) * heads * (c.kv_lora_rank + 2);
+    split_floats += segs[s].num_new * kernels::cpu::MlaDecodePartialFloats(segs[s].context(), shape);
   if (static_cast<int64_t>(absorbed.size()) < pool->num_threads() && split_floats <= kMaxSplitFloats) {
     return AbsorbedSplit(segs, absorbed, q, rows, kv_scale, masks, pool, attn);
   }

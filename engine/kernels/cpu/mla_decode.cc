@@ -127,10 +127,8 @@ int64_t MlaBlockRows(int64_t context) {
 
 int64_t MlaBlocks(int64_t context) { return (context + MlaBlockRows(context) - 1) / MlaBlockRows(context); }
 
-int64_t MlaDecodePartialFloats(std::span<const MlaQuery> queries, const MlaDecodeShape& shape) {
-  int64_t floats = 0;
-  for (const MlaQuery& q : queries) floats += MlaBlocks(q.context) * shape.heads * PartialSize(shape);
-  return floats;
+int64_t MlaDecodePartialFloats(int64_t context, const MlaDecodeShape& shape) {
+  return MlaBlocks(context) * shape.heads * PartialSize(shape);
 }
 
 void MlaDecodeHeads(const MlaQuery& query, int64_t nh, const MlaDecodeShape& shape, float* out) {
@@ -159,7 +157,7 @@ void MlaDecode(std::span<const MlaQuery> queries, const MlaDecodeShape& shape, T
   for (size_t k = 0; k < queries.size(); ++k) {
     blocks[k] = MlaBlocks(queries[k].context);
     at[k] = floats;
-    floats += blocks[k] * heads * psize;
+    floats += MlaDecodePartialFloats(queries[k].context, shape);
     for (int64_t b = 0; b < blocks[k]; ++b) query_blocks.push_back({static_cast<int64_t>(k), b});
   }
   if (static_cast<int64_t>(parts_held.size()) < floats) parts_held.resize(floats);

@@ -57,8 +57,9 @@ struct MlaDecodeShape {
 // Rows per context block, and blocks covering `context` rows.
 int64_t MlaBlockRows(int64_t context);
 int64_t MlaBlocks(int64_t context);
-// Floats of block partials MlaDecode keeps for `queries` at once.
-int64_t MlaDecodePartialFloats(std::span<const MlaQuery> queries, const MlaDecodeShape& shape);
+// Floats of block partials MlaDecode keeps for one query of a request with `context` rows (all
+// heads): what a caller sums over its queries to cap the split's memory.
+int64_t MlaDecodePartialFloats(int64_t context, const MlaDecodeShape& shape);
 
 // out [queries, heads, kv_lora]: partials of every (query, block) for all heads split over the
 // pool's threads (each row read once, for all heads), then the folds of every (query, head). For
