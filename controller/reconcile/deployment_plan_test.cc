@@ -252,6 +252,10 @@ INSTANTIATE_TEST_SUITE_P(
                     "longer than 44"},
         InvalidCase{"NoSpec", R"({"spec": null})", "spec: missing"},
         InvalidCase{"PathAndDummy", R"({"spec": {"model": {"path": "/models/x"}}})", "exactly one of path"},
+        // Found by the cr_spec fuzzer: rendered into the agents' config, which refuses it, so the
+        // pods would never start.
+        InvalidCase{"NegativeDummySeed", R"({"spec": {"model": {"dummy": {"seed": -3}}}})",
+                    "spec.model.dummy.seed: -3 is negative"},
         InvalidCase{"NeitherPathNorDummy", R"({"spec": {"model": {"dummy": null}}})", "exactly one of path"},
         InvalidCase{"PathOutsideVolume",
                     R"({"spec": {"model": {"dummy": null, "path": "/data/x",

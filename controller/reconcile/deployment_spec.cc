@@ -207,6 +207,9 @@ void ReadCommon(FieldReader& r, const PlanOptions& options, CommonSpec* out) {
     out->dummy_preset = r.String("/spec/model/dummy/preset", "");
     out->dummy_seed = r.Int("/spec/model/dummy/seed", 0);
     if (out->dummy_preset.empty()) r.Fail("spec.model.dummy.preset: missing");
+    // The CRD's minimum; the agent reads the seed as an unsigned integer and refuses a negative one.
+    if (out->dummy_seed < 0)
+      r.Fail("spec.model.dummy.seed: " + std::to_string(out->dummy_seed) + " is negative");
   }
   if (out->model_path.empty() == !dummy) r.Fail("spec.model: set exactly one of path and dummy");
   if (!out->model_volume.is_null()) {
