@@ -107,6 +107,9 @@ struct Agent::Impl {
     int64_t n = 0;
     if (local) n += local->in_flight();
     if (router) n += router->in_flight();
+    // An API request also counts until its response is written: its backend stream ends a little
+    // before the last bytes leave, and Shutdown's http->Stop() cuts every connection.
+    if (http) n = std::max(n, http->active_requests());
     if (prefill) n += prefill->in_flight();
     if (decode) n += decode->in_flight();
     return n;

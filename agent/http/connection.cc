@@ -79,7 +79,9 @@ void ServeConnection(int fd, const std::string& peer, int64_t accepted_ms, const
       return;
     }
     SocketResponseWriter writer(fd, request.method == "HEAD", read.keep_alive, read.http10, context.stopping);
-    RunHandler(context, request, writer);
+    if (context.active != nullptr) context.active->fetch_add(1);
+    RunHandler(context, request, writer);  // never throws
+    if (context.active != nullptr) context.active->fetch_sub(1);
     if (!writer.reusable()) {
       DrainAndShutdown(fd, kLingerMs);
       return;

@@ -18,6 +18,8 @@ struct ConnectionContext {
   BodyBudget* body_budget = nullptr;  // request bodies of all connections; null: no shared limit
   const Handler* handler = nullptr;
   const std::atomic<bool>* stopping = nullptr;  // set by HttpServer::Stop()
+  // Requests read whose handler has not returned (their response not all written); null: none kept.
+  std::atomic<int64_t>* active = nullptr;
 };
 
 // Serves requests on `fd` until the client leaves, a limit or timeout is hit, or the server stops.

@@ -80,6 +80,7 @@ struct HttpServer::Impl {
   int wake_write_fd = -1;
   std::atomic<bool> stopping{false};
   std::atomic<size_t> open_connections{0};
+  std::atomic<int64_t> active_requests{0};
   std::thread accept_thread;
   std::once_flag stop_once;
   std::mutex mu;
@@ -170,7 +171,7 @@ struct HttpServer::Impl {
   }
 
   void Run(Connection* connection, const std::string& peer, int64_t accepted_ms) {
-    internal::ConnectionContext context{&options, &body_budget, &handler, &stopping};
+    internal::ConnectionContext context{&options, &body_budget, &handler, &stopping, &active_requests};
     internal::ServeConnection(connection->socket.native_handle(), peer, accepted_ms, context);
     {
       // Admit() holds mu until the connection is listed, so this cannot overtake it.
@@ -249,6 +250,8 @@ uint16_t HttpServer::port() const { return impl_->port; }
 size_t HttpServer::open_connections() const { return impl_->open_connections.load(); }
 
 size_t HttpServer::buffered_body_bytes() const { return impl_->body_budget.used(); }
+
+int64_t HttpServer::active_requests() const { return impl_->active_requests.load(); }
 
 void HttpServer::Stop() {
   std::call_once(impl_->stop_once, [this] { impl_->StopNow(); });

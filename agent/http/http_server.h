@@ -105,6 +105,9 @@ class HttpServer {
   uint16_t port() const;
   size_t open_connections() const;
   size_t buffered_body_bytes() const;  // charged against max_buffered_body_bytes now
+  // Requests read whose handler has not returned, so whose response is not all written yet: what
+  // a drain waits for before Stop() (which cuts every connection) as well as its own work.
+  int64_t active_requests() const;
 
   // Stops accepting, shuts every connection down (handlers see ClientGone) and joins all threads.
   // Idempotent and thread-safe. Returns once every handler has returned, so handlers must watch

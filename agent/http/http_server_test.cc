@@ -225,6 +225,31 @@ TEST(HttpServerTest, StopWhileStreamingReturnsPromptly) {
   EXPECT_TRUE(client.ReadToEof());
 }
 
+// What a drain waits for: a request counts from its read until its handler has written the
+// response, so stopping the server once the count is 0 cuts no answer short (a drained agent's
+// backend stream had ended while its response was still being written, and Stop() cut it).
+TEST(HttpServerTest, ActiveRequestsCountUntilTheResponseIsWritten) {
+  Notification handling, release;
+  auto server = StartOrDie([&](const HttpRequest& request, ResponseWriter& writer) {
+    handling.Notify();
+    release.WaitFor(10'000);
+    writer.Send(200, "text/plain", "late answer");
+  });
+  EXPECT_EQ(server->active_requests(), 0);
+  RawClient client(server->port());
+  ASSERT_TRUE(client.Send("GET / HTTP/1.1\r\nHost: x\r\n\r\n"));
+  ASSERT_TRUE(handling.WaitFor());
+  EXPECT_EQ(server->active_requests(), 1);
+  release.Notify();
+  std::string response;
+  ASSERT_TRUE(client.ReadResponse(&response));
+  EXPECT_EQ(BodyOf(response), "late answer");
+  // The handler has returned once the response is out; the kept-alive connection, idle, is not a
+  // request.
+  EXPECT_TRUE(WaitUntil([&] { return server->active_requests() == 0; }));
+  EXPECT_EQ(server->open_connections(), 1u);
+}
+
 TEST(HttpServerTest, StartRejectsABadHost) {
   HttpServerOptions options;
   options.host = "not-an-address";
