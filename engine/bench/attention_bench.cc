@@ -1,4 +1,4 @@
-// Decode attention over paged latent rows at Kimi K2.x's shape (64 heads, 576-wide latent rows,
+// MLA attention kernels at Kimi K2.x shapes. Decode attention over paged latent rows at Kimi K2.x's shape (64 heads, 576-wide latent rows,
 // kv_lora 512), one layer, the absorbed form's inner loops as MlaAttention runs them: per request
 // and block of 32 rows, the scores of all 64 heads (AttentionScores), e^(s - max), then the 64
 // weighted row sums (AttentionWeightedSums). Requests' pages (64 tokens) are scattered over a pool
@@ -12,7 +12,9 @@
 //   build/engine/attention_bench [--benchmark_filter=...] (TANDEM_ISA=avx2 for the AVX2 kernels)
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <random>
+#include <string>
 #include <vector>
 
 #include <benchmark/benchmark.h>
@@ -22,6 +24,9 @@
 #include "engine/formats/float_codecs.h"
 #include "engine/kernels/cpu/attention.h"
 #include "engine/kernels/cpu/mla_decode.h"
+#include "engine/kernels/cpu/mla_prefill.h"
+#include "engine/kernels/cpu/vector_ops.h"
+#include "engine/model/forward_ops.h"
 
 namespace tandem::engine::kernels::cpu {
 namespace {
@@ -155,6 +160,114 @@ BENCHMARK(BM_MlaDecode)
     ->Args({kFp8, 1, 8192, 1})
     ->Args({kBf16, 1, 8192, 2})
     ->Args({kFp8, 1, 8192, 2})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+// Expanded (prefill) attention at one Kimi K2.x tensor-parallel rank's shape (8 of its 64 heads
+// at TP 8: nope 128, rope 64, v 128), a causal prompt of `tokens` tokens with nothing cached,
+// keys and values already expanded (kv_b_proj's output) as MlaAttention::Expanded hands them over.
+struct PrefillSetup {
+  explicit PrefillSetup(int64_t tokens) : tokens(tokens) {
+    std::mt19937 rng(2);
+    std::normal_distribution<float> g(0.0f, 1.0f);
+    q.resize(tokens * kPrefillHeads * (kNope + kRope));
+    kv.resize(tokens * kPrefillHeads * (kNope + kV));
+    lat.resize(tokens * (kLora + kRope));
+    for (float& v : q) v = g(rng);
+    for (float& v : kv) v = g(rng);
+    for (float& v : lat) v = g(rng);
+    shape.heads = kPrefillHeads;
+    shape.nope = kNope;
+    shape.rope = kRope;
+    shape.v = kV;
+    shape.scale = 0.072f;  // 1 / sqrt(192)
+  }
+  static constexpr int64_t kPrefillHeads = 8, kNope = 128, kRope = 64, kV = 128;
+  int64_t tokens;
+  std::vector<float> q, kv, lat;
+  MlaPrefillShape shape;
+};
+
+void PrefillCounters(benchmark::State& state, int64_t tokens) {
+  // Multiply-adds of the scores and the weighted sums over the causal half.
+  const double pairs = static_cast<double>(tokens) * static_cast<double>(tokens + 1) / 2;
+  const double flops = 2.0 * pairs * PrefillSetup::kPrefillHeads *
+                       (PrefillSetup::kNope + PrefillSetup::kRope + PrefillSetup::kV);
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(flops * static_cast<double>(state.iterations()) / 1e9, benchmark::Counter::kIsRate);
+  state.SetLabel(std::string("isa:") + VectorOpsIsa());
+}
+
+void BM_MlaPrefill(benchmark::State& state) {
+  const PrefillSetup s(state.range(0));
+  ThreadPool pool(static_cast<int>(state.range(1)));
+  MlaPrefillInput in;
+  in.q = s.q.data();
+  in.kv = s.kv.data();
+  in.k_rope = s.lat.data() + kLora;
+  in.k_rope_stride = kLora + PrefillSetup::kRope;
+  in.num_new = s.tokens;
+  std::vector<float> out(s.tokens * PrefillSetup::kPrefillHeads * PrefillSetup::kV);
+  for (auto _ : state) {
+    MlaPrefill(in, s.shape, &pool, out.data());
+    benchmark::DoNotOptimize(out.data());
+  }
+  PrefillCounters(state, s.tokens);
+}
+
+// The loop MlaAttention::Expanded ran before mla_prefill.h (per head and query: a score per key
+// from two DotF32, a double-sum softmax with std::exp, then the scalar weighted sum), for comparison.
+void BM_MlaPrefillHandLoop(benchmark::State& state) {
+  const PrefillSetup s(state.range(0));
+  ThreadPool pool(static_cast<int>(state.range(1)));
+  const int64_t heads = PrefillSetup::kPrefillHeads, nope = PrefillSetup::kNope, rope = PrefillSetup::kRope;
+  const int64_t vdim = PrefillSetup::kV, qk = nope + rope, per_head = nope + vdim, width = kLora + rope;
+  const int64_t ctx = s.tokens;
+  std::vector<float> out(ctx * heads * vdim);
+  for (auto _ : state) {
+    pool.ParallelFor(heads, 1, [&](int64_t h_begin, int64_t h_end, int) {
+      std::vector<float> p(ctx);
+      for (int64_t h = h_begin; h < h_end; ++h) {
+        for (int64_t i = 0; i < ctx; ++i) {
+          const float* qh = s.q.data() + (i * heads + h) * qk;
+          for (int64_t j = 0; j < ctx; ++j) {
+            if (j > i) {
+              p[j] = -std::numeric_limits<float>::infinity();
+              continue;
+            }
+            const float* kj = s.kv.data() + (j * heads + h) * per_head;
+            const double sc = static_cast<double>(DotF32(qh, kj, nope)) +
+                              DotF32(qh + nope, s.lat.data() + j * width + kLora, rope);
+            p[j] = static_cast<float>(sc * s.shape.scale);
+          }
+          model::SoftmaxInPlace(p.data(), ctx);
+          float* o = out.data() + (i * heads + h) * vdim;
+          std::fill(o, o + vdim, 0.0f);
+          for (int64_t j = 0; j < ctx; ++j) {
+            if (p[j] == 0.0f) continue;
+            const float* vj = s.kv.data() + (j * heads + h) * per_head + nope;
+            for (int64_t d = 0; d < vdim; ++d) o[d] += p[j] * vj[d];
+          }
+        }
+      }
+    });
+    benchmark::DoNotOptimize(out.data());
+  }
+  PrefillCounters(state, s.tokens);
+}
+
+BENCHMARK(BM_MlaPrefill)
+    ->ArgNames({"tokens", "threads"})
+    ->Args({1024, 1})
+    ->Args({1024, 2})
+    ->Args({4096, 2})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK(BM_MlaPrefillHandLoop)
+    ->ArgNames({"tokens", "threads"})
+    ->Args({1024, 1})
+    ->Args({1024, 2})
+    ->Args({4096, 2})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 

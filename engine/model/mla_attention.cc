@@ -8,21 +8,15 @@
 #include "engine/formats/float_codecs.h"
 #include "engine/kernels/cpu/matmul_batch.h"
 #include "engine/kernels/cpu/mla_decode.h"
+#include "engine/kernels/cpu/mla_prefill.h"
 #include "engine/kernels/cpu/vector_ops.h"
 #include "engine/model/dsa_indexer.h"
 
 namespace tandem::engine::model {
 namespace {
 
-constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 // Decoded contexts kept between calls per thread (see Forward): 16 MiB of fp32.
 constexpr size_t kKeptContextFloats = size_t{4} << 20;
-
-// Whether query i of `seg` may read key j: causal, and chosen by the indexer when it masked.
-bool Allowed(const AttnSegment& seg, const KeyMask& mask, int64_t i, int64_t j) {
-  if (j > seg.past + i) return false;
-  return mask.empty() || mask[i * seg.context() + j] != 0;
-}
 
 }  // namespace
 
@@ -240,41 +234,27 @@ Status MlaAttention::Expanded(const AttnSegment& seg, const float* q, const std:
                               const KeyMask& mask, ThreadPool* pool,
                               const kernels::cpu::MatmulOptions& options, float* out) const {
   const ModelConfig& c = *config_;
-  const int64_t heads = c.num_attention_heads, qk = c.qk_head_dim(), nope = c.qk_nope_head_dim;
-  const int64_t rope = c.qk_rope_head_dim, vdim = c.v_head_dim, lora = c.kv_lora_rank,
-                width = c.KvLatentWidth();
-  const int64_t ctx = seg.context(), per_head = nope + vdim;
+  const int64_t heads = c.num_attention_heads, nope = c.qk_nope_head_dim, lora = c.kv_lora_rank;
+  const int64_t width = c.KvLatentWidth(), ctx = seg.context(), per_head = nope + c.v_head_dim;
   std::vector<float> cmat(ctx * lora);  // [ctx, kv_lora]
   for (int64_t t = 0; t < ctx; ++t) std::copy_n(lat.data() + t * width, lora, cmat.data() + t * lora);
   std::vector<float> kv(ctx * heads * per_head);  // [ctx, H, nope + v]
   RETURN_IF_ERROR(kernels::cpu::Matmul(weights_->attn.kv_b_proj, cmat.data(), ctx, kv.data(), pool, options));
-  const double scale = c.AttentionSoftmaxScale();
-  pool->ParallelFor(heads, 1, [&](int64_t h_begin, int64_t h_end, int) {
-    std::vector<float> p(ctx);
-    for (int64_t h = h_begin; h < h_end; ++h) {
-      for (int64_t i = 0; i < seg.num_new; ++i) {
-        const float* qh = q + (i * heads + h) * qk;
-        for (int64_t j = 0; j < ctx; ++j) {
-          if (!Allowed(seg, mask, i, j)) {
-            p[j] = kNegInf;
-            continue;
-          }
-          const float* kj = kv.data() + (j * heads + h) * per_head;
-          const double s = static_cast<double>(kernels::cpu::DotF32(qh, kj, nope)) +
-                           kernels::cpu::DotF32(qh + nope, lat.data() + j * width + lora, rope);
-          p[j] = static_cast<float>(s * scale);
-        }
-        SoftmaxInPlace(p.data(), ctx);
-        float* o = out + (i * heads + h) * vdim;
-        std::fill(o, o + vdim, 0.0f);
-        for (int64_t j = 0; j < ctx; ++j) {
-          if (p[j] == 0.0f) continue;
-          const float* vj = kv.data() + (j * heads + h) * per_head + nope;
-          for (int64_t d = 0; d < vdim; ++d) o[d] += p[j] * vj[d];
-        }
-      }
-    }
-  });
+  kernels::cpu::MlaPrefillInput in;
+  in.q = q;
+  in.kv = kv.data();
+  in.k_rope = lat.data() + lora;  // each cached row's rotary part
+  in.k_rope_stride = width;
+  in.past = seg.past;
+  in.num_new = seg.num_new;
+  in.mask = mask.empty() ? nullptr : mask.data();
+  kernels::cpu::MlaPrefillShape shape;
+  shape.heads = heads;
+  shape.nope = nope;
+  shape.rope = c.qk_rope_head_dim;
+  shape.v = c.v_head_dim;
+  shape.scale = static_cast<float>(c.AttentionSoftmaxScale());
+  kernels::cpu::MlaPrefill(in, shape, pool, out);
   return Status::Ok();
 }
 

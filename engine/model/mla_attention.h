@@ -82,7 +82,9 @@ class MlaAttention {
   Status AttendAbsorbed(std::span<const AttnSegment> segs, const float* q, std::span<const ContextRows> rows,
                         float kv_scale, const std::vector<KeyMask>& masks, ThreadPool* pool,
                         float* attn) const;
-  // q: [n, H, nope + rope] of the segment; lat: [ctx, kv_lora + rope]; out: [n, H, v].
+  // q: [n, H, nope + rope] of the segment; lat: [ctx, kv_lora + rope]; out: [n, H, v]. The
+  // context's keys and values from kv_b_proj, then the attention by
+  // engine/kernels/cpu/mla_prefill.h.
   Status Expanded(const AttnSegment& seg, const float* q, const std::vector<float>& lat, const KeyMask& mask,
                   ThreadPool* pool, const kernels::cpu::MatmulOptions& options, float* out) const;
   // The absorbed form (decode): q_cat = [W_UKᵀ q_nope | q_rope] per head (QueryLatent), the paged
