@@ -1,4 +1,5 @@
-// MLA attention kernels at Kimi K2.x shapes. Decode attention over paged latent rows at Kimi K2.x's shape (64 heads, 576-wide latent rows,
+// MLA attention kernels at Kimi K2.x shapes (the expanded prefill form at the end of the file).
+// Decode attention over paged latent rows at Kimi K2.x's shape (64 heads, 576-wide latent rows,
 // kv_lora 512), one layer, the absorbed form's inner loops as MlaAttention runs them: per request
 // and block of 32 rows, the scores of all 64 heads (AttentionScores), e^(s - max), then the 64
 // weighted row sums (AttentionWeightedSums). Requests' pages (64 tokens) are scattered over a pool
