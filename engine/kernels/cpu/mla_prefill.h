@@ -8,12 +8,14 @@
 // over the keys j that query i sees: causal (j <= past + i) and, under GLM's DSA indexer, the
 // keys its mask row keeps. k_rope is the latent row's rotary part, one per key, shared by heads.
 //
-// A score is the two fp32 dot products (DotF32) added in double, times scale, rounded to fp32.
 // Flash-attention order: a query's keys go in blocks of kMlaPrefillKeyBlock from key 0, each
-// block's scores, maximum and exponentials folded into a running (max, sum, output) in block
-// order. Each query's result is computed the same way whatever the threads, the other queries of
-// its step, or how its prompt was chunked (the blocks are counted from key 0, not from the step's
-// first query): tested bit for bit.
+// block's scores (one fp32 chain over the nope and rope dimensions, then times scale), maximum and
+// exponentials (ExpF32) folded into a running (max, sum, output) in block order. Variants:
+// AVX-512, AVX2 and portable register tiles (mla_prefill_tiles.h), chosen by ActiveKernelIsa()
+// (TANDEM_ISA lowers it), each chain fused multiply-adds where the ISA has them. Each query's
+// result is computed the same way whatever the threads, the other queries of its step, or how its
+// prompt was chunked (the blocks are counted from key 0, not from the step's first query): tested
+// bit for bit in every variant.
 
 #include <cstdint>
 

@@ -2,7 +2,8 @@
 // variant this host runs: prompts of 1, 17 and 97 tokens and chunks continuing a cached prefix
 // (across key blocks), 1, 3 and 8 heads at odd widths and one Kimi-wide head pair, causal and
 // DSA-masked (a query that sees nothing gets zeros), outputs poisoned in and around what a call
-// writes; and the same bits for any thread count and however the prompt was chunked.
+// writes; and, in every variant, the same bits for any thread count and however the prompt was
+// chunked.
 #include "engine/kernels/cpu/mla_prefill.h"
 
 #include <cmath>
@@ -132,27 +133,34 @@ TEST(MlaPrefillTest, OneKeyGivesItsValue) {
 }
 
 TEST(MlaPrefillTest, SameBitsForAnyThreadsAndAnyChunking) {
-  for (bool masked : {false, true}) {
-    const Case whole(Shape(3, 16, 8, 12, 0.3f), 0, 150, masked, 11);
-    const std::vector<float> one = whole.Run(1);
-    for (int threads : {2, 3}) {
-      EXPECT_EQ(std::memcmp(whole.Run(threads).data(), one.data(), whole.OutFloats() * sizeof(float)), 0)
-          << threads << " threads";
+  // Value widths that every variant splits differently into vectors and single columns.
+  const MlaPrefillShape shapes[] = {Shape(3, 16, 8, 12, 0.3f), Shape(2, 13, 6, 21, 0.3f)};
+  ForEachKernelIsa([&](KernelIsa isa) {
+    for (const MlaPrefillShape& shape : shapes) {
+      for (bool masked : {false, true}) {
+        const Case whole(shape, 0, 150, masked, 11);
+        const std::string what = std::string(KernelIsaName(isa)) + " " + Name(whole, masked);
+        const std::vector<float> one = whole.Run(1);
+        for (int threads : {2, 3}) {
+          EXPECT_EQ(std::memcmp(whole.Run(threads).data(), one.data(), whole.OutFloats() * sizeof(float)), 0)
+              << what << ", " << threads << " threads";
+        }
+        // The prompt's last 61 tokens as a chunk over its first 89 cached: the same queries, keys,
+        // values and mask rows give the same bits (other query groups, other key counts per pass).
+        const int64_t split = 89, context = whole.past + whole.num_new;
+        const int64_t qrow = shape.heads * (shape.nope + shape.rope);
+        Case chunk = whole;
+        chunk.past = split;
+        chunk.num_new = whole.num_new - split;
+        chunk.q.assign(whole.q.begin() + split * qrow, whole.q.end());
+        if (masked) chunk.mask.assign(whole.mask.begin() + split * context, whole.mask.end());
+        const std::vector<float> part = chunk.Run(2);
+        const int64_t orow = shape.heads * shape.v;
+        EXPECT_EQ(std::memcmp(part.data(), one.data() + split * orow, chunk.OutFloats() * sizeof(float)), 0)
+            << what << ", chunked";
+      }
     }
-    // The prompt's last 61 tokens as a chunk over its first 89 cached: the same queries, keys,
-    // values and mask rows give the same bits.
-    const int64_t split = 89, context = whole.past + whole.num_new;
-    const int64_t qrow = whole.shape.heads * (whole.shape.nope + whole.shape.rope);
-    Case chunk = whole;
-    chunk.past = split;
-    chunk.num_new = whole.num_new - split;
-    chunk.q.assign(whole.q.begin() + split * qrow, whole.q.end());
-    if (masked) chunk.mask.assign(whole.mask.begin() + split * context, whole.mask.end());
-    const std::vector<float> part = chunk.Run(2);
-    const int64_t orow = whole.shape.heads * whole.shape.v;
-    EXPECT_EQ(std::memcmp(part.data(), one.data() + split * orow, chunk.OutFloats() * sizeof(float)), 0)
-        << (masked ? "masked" : "causal");
-  }
+  });
 }
 
 }  // namespace
