@@ -106,7 +106,7 @@ void Tile(const MlaPrefillInput& in, const MlaPrefillShape& shape, const Loops& 
         }
         m[t] = block_max;
       }
-      const int64_t seen = std::max<int64_t>(end - b0, 0);
+      const int64_t seen = end - b0;                     // >= 1: the block has a visible key
       for (int64_t j = 0; j < seen; ++j) st[j] -= m[t];  // -inf stays -inf: e^-inf is 0
       ExpF32(st, st, seen);
       std::fill(st + seen, st + n, 0.0f);  // keys past the query's position

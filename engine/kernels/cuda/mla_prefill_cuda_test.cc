@@ -16,7 +16,7 @@
 #include <gtest/gtest.h>
 
 #include "engine/core/cuda/cuda_test_support.h"
-#include "engine/kernels/cpu/mla_prefill.h"
+#include "engine/kernels/cpu/mla_prefill_test_case.h"
 
 namespace tandem::engine::cuda {
 namespace {
@@ -27,68 +27,36 @@ constexpr int kGuard = 5;  // poisoned floats past the output
 
 using MlaPrefillCudaTest = CudaDeviceTest;
 
-struct Shape {
-  int heads, nope, rope, v;
-};
-
 TEST_F(MlaPrefillCudaTest, MatchesTheCpuOracle) {
   const uint32_t seed = std::random_device{}();
   std::printf("[mla-prefill] seed %u\n", seed);
   std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  const Shape shapes[] = {{3, 13, 6, 9}, {8, 128, 64, 128}, {2, 40, 24, 200}};
+  const int shapes[][4] = {{3, 13, 6, 9}, {8, 128, 64, 128}, {2, 40, 24, 200}};      // heads, nope, rope, v
   const int steps[][2] = {{0, 1}, {0, 17}, {0, 97}, {40, 17}, {150, 9}, {300, 33}};  // {past, new}
-  const int lora = 7;
-  for (const Shape& s : shapes) {
+  for (const auto& s : shapes) {
+    const float scale = 1.0f / std::sqrt(static_cast<float>(s[1] + s[2]));
     for (const auto& step : steps) {
       for (bool masked : {false, true}) {
-        const int past = step[0], n = step[1], context = past + n;
-        std::vector<float> q(static_cast<size_t>(n) * s.heads * (s.nope + s.rope));
-        std::vector<float> kv(static_cast<size_t>(context) * s.heads * (s.nope + s.v));
-        std::vector<float> lat(static_cast<size_t>(context) * (lora + s.rope));
-        for (float& x : q) x = u(rng);
-        for (float& x : kv) x = u(rng);
-        for (float& x : lat) x = u(rng);
-        std::vector<uint8_t> mask;
-        if (masked) {
-          mask.resize(static_cast<size_t>(n) * context);
-          for (uint8_t& b : mask) b = rng() % 3 != 0;
-          if (n > 2) std::fill_n(mask.begin() + context, context, 0);  // query 1 sees no key
-        }
-        const float scale = 1.0f / std::sqrt(static_cast<float>(s.nope + s.rope));
-        kernels::cpu::MlaPrefillInput cpu;
-        cpu.q = q.data();
-        cpu.kv = kv.data();
-        cpu.k_rope = lat.data() + lora;
-        cpu.k_rope_stride = lora + s.rope;
-        cpu.past = past;
-        cpu.num_new = n;
-        cpu.mask = masked ? mask.data() : nullptr;
-        kernels::cpu::MlaPrefillShape shape;
-        shape.heads = s.heads;
-        shape.nope = s.nope;
-        shape.rope = s.rope;
-        shape.v = s.v;
-        shape.scale = scale;
-        const size_t out_floats = static_cast<size_t>(n) * s.heads * s.v;
-        std::vector<float> want(out_floats);
-        kernels::cpu::MlaPrefillRef(cpu, shape, want.data());
-
-        float* d_q = DeviceCopy(q);
-        float* d_kv = DeviceCopy(kv);
-        float* d_lat = DeviceCopy(lat);
-        uint8_t* d_mask = masked ? DeviceCopy(mask) : nullptr;
+        const kernels::cpu::MlaPrefillCase c(kernels::cpu::PrefillShape(s[0], s[1], s[2], s[3], scale),
+                                             step[0], step[1], masked, static_cast<uint32_t>(rng()),
+                                             /*lora_rank=*/7);
+        const std::vector<float> want = c.Ref();
+        const size_t out_floats = want.size();
+        float* d_q = DeviceCopy(c.q);
+        float* d_kv = DeviceCopy(c.kv);
+        float* d_lat = DeviceCopy(c.lat);
+        uint8_t* d_mask = masked ? DeviceCopy(c.mask) : nullptr;
         std::vector<float> got(out_floats + kGuard, std::numeric_limits<float>::quiet_NaN());
         float* d_out = DeviceCopy(got);  // poisoned
         MlaPrefillDeviceInput in;
         in.q = d_q;
         in.kv = d_kv;
-        in.k_rope = d_lat + lora;
-        in.k_rope_stride = lora + s.rope;
-        in.past = past;
-        in.num_new = n;
+        in.k_rope = d_lat + c.lora;
+        in.k_rope_stride = c.lora + s[2];
+        in.past = step[0];
+        in.num_new = step[1];
         in.mask = d_mask;
-        ASSERT_EQ(LaunchMlaPrefill(in, s.heads, s.nope, s.rope, s.v, scale, d_out, nullptr), cudaSuccess);
+        ASSERT_EQ(LaunchMlaPrefill(in, s[0], s[1], s[2], s[3], scale, d_out, nullptr), cudaSuccess);
         ASSERT_EQ(cudaMemcpy(got.data(), d_out, got.size() * sizeof(float), cudaMemcpyDeviceToHost),
                   cudaSuccess);
         for (void* p : {static_cast<void*>(d_q), static_cast<void*>(d_kv), static_cast<void*>(d_lat),
@@ -102,10 +70,9 @@ TEST_F(MlaPrefillCudaTest, MatchesTheCpuOracle) {
         }
         for (size_t e = out_floats; e < got.size(); ++e)
           ASSERT_TRUE(std::isnan(got[e])) << "wrote past the end";
-        EXPECT_LE(err / norm, kNmseMlaPrefill) << "heads " << s.heads << " v " << s.v << " past " << past
-                                               << " new " << n << (masked ? " masked" : " causal");
-        if (masked && n > 2) {
-          for (int e = 0; e < s.heads * s.v; ++e) ASSERT_EQ(got[s.heads * s.v + e], 0.0f);
+        EXPECT_LE(err / norm, kNmseMlaPrefill) << c.Name();
+        if (masked && step[1] > 2) {  // query 1 sees no key
+          for (int e = 0; e < s[0] * s[3]; ++e) ASSERT_EQ(got[s[0] * s[3] + e], 0.0f) << c.Name();
         }
       }
     }
