@@ -26,17 +26,16 @@ Status ForEachPageRun(const AttnSegment& seg, int64_t page_tokens, int64_t first
 
 Status DsaIndexerSelect(const ModelConfig& config, const DsaIndexerWeights& w, const Rope& rope,
                         int64_t layer, const float* h, const float* q_resid, int64_t tokens,
-                        std::span<const AttnSegment> segs, kv::PagePool* kv, ThreadPool* pool,
-                        const kernels::cpu::MatmulOptions& options, std::vector<KeyMask>* masks,
-                        Communicator* comm) {
+                        std::span<const AttnSegment> segs, kv::PagePool* kv, const kernels::Backend& be,
+                        std::vector<KeyMask>* masks, Communicator* comm) {
   const int64_t heads = config.indexer.n_heads;
   const int64_t dim = config.indexer.head_dim;
   const int64_t topk = config.indexer.topk;
   std::vector<float> q(tokens * heads * dim), k(tokens * dim), head_w(tokens * heads);
-  RETURN_IF_ERROR(kernels::cpu::Matmul(w.wq_b, q_resid, tokens, q.data(), pool, options));  // [T, H, d]
-  RETURN_IF_ERROR(kernels::cpu::Matmul(w.wk, h, tokens, k.data(), pool, options));          // [T, d]
-  RETURN_IF_ERROR(kernels::cpu::Matmul(w.weights_proj, h, tokens, head_w.data(), pool, options));  // [T, H]
-  LayerNormRows(k.data(), tokens, dim, w.k_norm_weight.data(), w.k_norm_bias.data(), 1e-6);
+  RETURN_IF_ERROR(be.Matmul(w.wq_b, q_resid, tokens, q.data()));         // [T, H, d]
+  RETURN_IF_ERROR(be.Matmul(w.wk, h, tokens, k.data()));                 // [T, d]
+  RETURN_IF_ERROR(be.Matmul(w.weights_proj, h, tokens, head_w.data()));  // [T, H]
+  be.LayerNormRows(k.data(), tokens, dim, w.k_norm_weight.data(), w.k_norm_bias.data(), 1e-6);
   const double inv_sqrt_d = 1.0 / std::sqrt(static_cast<double>(dim));
   const double inv_sqrt_h = 1.0 / std::sqrt(static_cast<double>(heads));
 

@@ -11,8 +11,7 @@
 
 #include "common/status.h"
 #include "engine/core/communicator.h"
-#include "engine/core/thread_pool.h"
-#include "engine/kernels/cpu/matmul.h"
+#include "engine/kernels/backend.h"
 #include "engine/kv/page_pool.h"
 #include "engine/model/forward_ops.h"
 #include "engine/model/forward_types.h"
@@ -27,11 +26,11 @@ namespace tandem::engine::model {
 // prefix-cache hit, chunked prefill and decode all see the cache's rounding.
 // h: [T, hidden] the layer's normed input; q_resid: [T, q_lora] the q_a_layernorm output.
 // REQUIRES: kv's shape has indexer rows of index_head_dim on `layer` (ModelRunner::Create checks).
+// The Linears and the key norm run on `be`; RoPE and the scores on the host.
 // comm: tensor parallelism over one shared pool, as MlaAttention::Forward (rank 0 writes the keys).
 Status DsaIndexerSelect(const ModelConfig& config, const DsaIndexerWeights& w, const Rope& rope,
                         int64_t layer, const float* h, const float* q_resid, int64_t tokens,
-                        std::span<const AttnSegment> segs, kv::PagePool* kv, ThreadPool* pool,
-                        const kernels::cpu::MatmulOptions& options, std::vector<KeyMask>* masks,
-                        Communicator* comm = nullptr);
+                        std::span<const AttnSegment> segs, kv::PagePool* kv, const kernels::Backend& be,
+                        std::vector<KeyMask>* masks, Communicator* comm = nullptr);
 
 }  // namespace tandem::engine::model

@@ -4,7 +4,7 @@
 #include <set>
 #include <string>
 
-#include "engine/kernels/cpu/vector_ops.h"
+#include "engine/kernels/cpu/cpu_backend.h"
 #include "engine/model/kv_shape.h"
 #include "engine/model/moe.h"
 
@@ -124,9 +124,11 @@ Status ModelRunner::Forward(std::span<const StepInput> batch, const ForwardOptio
                   x.data() + (segs[b].first_row + static_cast<int64_t>(i)) * hidden);
     }
   }
+  const kernels::cpu::CpuBackend cpu(pool_, options.matmul);
+  const kernels::Backend& be = options.backend != nullptr ? *options.backend : cpu;
   std::vector<KeyMask> index_masks;
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
-    RETURN_IF_ERROR(Layer(l, segs, tokens, options, &index_masks, &x));
+    RETURN_IF_ERROR(Layer(l, segs, tokens, options, be, &index_masks, &x));
   }
   if (!options.all_logits) {  // keep each input's last row
     for (size_t b = 0; b < segs.size(); ++b) {
@@ -135,39 +137,37 @@ Status ModelRunner::Forward(std::span<const StepInput> batch, const ForwardOptio
     }
     tokens = static_cast<int64_t>(segs.size());
   }
-  RmsNormRows(x.data(), tokens, hidden, hidden, weights_.norm.data(), c.rms_norm_eps);
+  be.RmsNormRows(x.data(), tokens, hidden, hidden, weights_.norm.data(), c.rms_norm_eps);
   logits->resize(tokens * c.vocab_size);
-  RETURN_IF_ERROR(
-      kernels::cpu::Matmul(weights_.lm_head, x.data(), tokens, logits->data(), pool_, options.matmul));
+  RETURN_IF_ERROR(be.Matmul(weights_.lm_head, x.data(), tokens, logits->data()));
   // Only now: a failure above leaves every sequence as it was (slots past num_tokens don't count).
   for (const AttnSegment& seg : segs) seg.seq->num_tokens += seg.num_new;
   return Status::Ok();
 }
 
 Status ModelRunner::Layer(int64_t layer, std::span<const AttnSegment> segs, int64_t tokens,
-                          const ForwardOptions& options, std::vector<KeyMask>* index_masks,
-                          std::vector<float>* x) const {
+                          const ForwardOptions& options, const kernels::Backend& be,
+                          std::vector<KeyMask>* index_masks, std::vector<float>* x) const {
   const ModelConfig& c = config();
   const LayerWeights& w = weights_.layers[layer];
   const int64_t n = tokens * c.hidden_size;
   std::vector<float> h(x->begin(), x->end()), delta(n);
-  RmsNormRows(h.data(), tokens, c.hidden_size, c.hidden_size, w.input_layernorm.data(), c.rms_norm_eps);
+  be.RmsNormRows(h.data(), tokens, c.hidden_size, c.hidden_size, w.input_layernorm.data(), c.rms_norm_eps);
   RETURN_IF_ERROR(attention_[layer].Forward(h.data(), tokens, segs, kv_, options.use_indexer, index_masks,
-                                            pool_, options.matmul, delta.data(), comm_));
+                                            pool_, be, delta.data(), comm_));
   if (comm_ != nullptr) RETURN_IF_ERROR(comm_->AllReduceSum(delta.data(), n));  // heads' partial o_proj
-  kernels::cpu::AddScaledF32(1.0f, delta.data(), x->data(), n);  // the residual add, vectorized (1 · d is d)
+  be.AddScaled(1.0f, delta.data(), x->data(), n);  // the residual add, vectorized (1 · d is d)
   std::copy(x->begin(), x->end(), h.begin());
-  RmsNormRows(h.data(), tokens, c.hidden_size, c.hidden_size, w.post_attention_layernorm.data(),
-              c.rms_norm_eps);
+  be.RmsNormRows(h.data(), tokens, c.hidden_size, c.hidden_size, w.post_attention_layernorm.data(),
+                 c.rms_norm_eps);
   if (w.is_moe) {
-    RETURN_IF_ERROR(
-        MoeForward(c, w.moe, h.data(), tokens, delta.data(), pool_, options.matmul, &routed_pairs_));
+    RETURN_IF_ERROR(MoeForward(c, w.moe, h.data(), tokens, delta.data(), be, &routed_pairs_));
   } else {
-    RETURN_IF_ERROR(MlpForward(w.dense_mlp, h.data(), tokens, delta.data(), pool_, options.matmul));
+    RETURN_IF_ERROR(MlpForward(w.dense_mlp, h.data(), tokens, delta.data(), be));
   }
   // Experts of other ranks, other ranks' share of the intermediate dimension.
   if (comm_ != nullptr) RETURN_IF_ERROR(comm_->AllReduceSum(delta.data(), n));
-  kernels::cpu::AddScaledF32(1.0f, delta.data(), x->data(), n);  // the residual add, vectorized (1 · d is d)
+  be.AddScaled(1.0f, delta.data(), x->data(), n);  // the residual add, vectorized (1 · d is d)
   return Status::Ok();
 }
 

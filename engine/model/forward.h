@@ -5,9 +5,10 @@
 //   +residual] -> RMSNorm -> lm_head.
 // A step takes several sequences at once, each with any number of new tokens (varlen prefill,
 // chunked prefill continuing a cached prefix, batched decode, or a mix), packed row by row.
-// Activations are fp32; every Linear runs through kernels::cpu::Matmul in the weight's own format
-// (bf16, fp8 block-128, int4 group-32); the MLA latent and GLM's DSA indexer keys are cached in
-// the PagePool (bf16 or fp8).
+// Activations are fp32; every Linear, norm, activation and attention core runs through a
+// kernels::Backend (ForwardOptions::backend; the CPU kernels by default), each Linear in the
+// weight's own format (bf16, fp8 block-128, int4 group-32); the MLA latent and GLM's DSA indexer
+// keys are cached in the PagePool (bf16 or fp8).
 //
 // Thread safety: one step at a time per runner (the ThreadPool and the PagePool are shared state).
 
@@ -26,6 +27,10 @@
 #include "engine/model/mla_attention.h"
 #include "engine/model/model_weights.h"
 
+namespace tandem::engine::kernels {
+class Backend;  // engine/kernels/backend.h
+}  // namespace tandem::engine::kernels
+
 namespace tandem::engine::model {
 
 // A sequence's part of one step: its state and the tokens it adds.
@@ -41,7 +46,10 @@ struct ForwardOptions {
   bool use_indexer = true;
   // false: logits only for each input's last token ([batch, vocab]), what sampling needs.
   bool all_logits = true;
-  kernels::cpu::MatmulOptions matmul;
+  // Where the step's computations run (engine/kernels/backend.h). Null: the CPU kernels over the
+  // runner's ThreadPool with `matmul` (kernels::cpu::CpuBackend), what serving runs.
+  const kernels::Backend* backend = nullptr;
+  kernels::cpu::MatmulOptions matmul;  // the CPU backend's Linears, when backend is null
 };
 
 class ModelRunner {
@@ -86,7 +94,8 @@ class ModelRunner {
   ModelRunner(const ModelWeights& weights, ThreadPool* pool, kv::PagePool* kv);
   Status Validate(std::span<const StepInput> batch) const;
   Status Layer(int64_t layer, std::span<const AttnSegment> segs, int64_t tokens,
-               const ForwardOptions& options, std::vector<KeyMask>* index_masks, std::vector<float>* x) const;
+               const ForwardOptions& options, const kernels::Backend& be, std::vector<KeyMask>* index_masks,
+               std::vector<float>* x) const;
 
   const ModelWeights& weights_;
   ThreadPool* pool_;

@@ -1,7 +1,6 @@
 #pragma once
-// Element-wise and row-wise pieces of the forward pass (fp32 activations, double where a sum
-// decides accuracy): RMSNorm, LayerNorm, SwiGLU, softmax and YaRN RoPE. Every function works on
-// row-major [rows, dim] buffers; none allocates more than a row.
+// Pieces of the forward pass kept on the host side: softmax and YaRN RoPE (RMSNorm, LayerNorm and
+// SwiGLU's activation are kernels: engine/kernels/cpu/row_ops.h, run through kernels::Backend).
 
 #include <cstdint>
 #include <vector>
@@ -9,16 +8,6 @@
 #include "engine/model/model_config.h"
 
 namespace tandem::engine::model {
-
-// x[r] <- x[r] / sqrt(mean(x[r]^2) + eps) * weight, for each of `rows` rows of `dim` values read
-// with a row stride of `stride` (>= dim): normalizes a column slice in place.
-void RmsNormRows(float* x, int64_t rows, int64_t dim, int64_t stride, const float* weight, double eps);
-
-// LayerNorm of each row: (x - mean) / sqrt(var + eps) * weight + bias. x: [rows, dim].
-void LayerNormRows(float* x, int64_t rows, int64_t dim, const float* weight, const float* bias, double eps);
-
-// gate[i] <- silu(gate[i]) * up[i] for n values (SwiGLU's activation).
-void SiluMul(float* gate, const float* up, int64_t n);
 
 // In-place softmax over n values; entries equal to -inf get probability 0. REQUIRES: at least
 // one finite entry.

@@ -15,6 +15,8 @@
 
 #include "engine/core/cpu_features.h"
 #include "engine/formats/weights.h"
+#include "engine/kernels/cpu/cpu_backend.h"
+#include "engine/kernels/cpu/isa_test_support.h"
 #include "engine/kernels/cpu/matmul.h"
 #include "engine/model/dummy_model.h"
 #include "engine/model/kv_shape.h"
@@ -157,7 +159,8 @@ class Harness {
 
   // Runs one step over `seqs` (growing their pages) and returns the logits.
   std::vector<float> Step(std::vector<KvSequence*> seqs, const std::vector<std::vector<int32_t>>& tokens,
-                          MlaForm form = MlaForm::kAuto, bool use_indexer = true) {
+                          MlaForm form = MlaForm::kAuto, bool use_indexer = true,
+                          const kernels::Backend* backend = nullptr) {
     std::vector<StepInput> batch;
     for (size_t i = 0; i < seqs.size(); ++i) {
       while (static_cast<int64_t>(seqs[i]->pages.size()) <
@@ -170,6 +173,7 @@ class Harness {
     ForwardOptions options;
     options.form = form;
     options.use_indexer = use_indexer;
+    options.backend = backend;
     EXPECT_TRUE(runner_->Forward(batch, options, &logits).ok());
     return logits;
   }
@@ -206,6 +210,10 @@ double RowRel(const std::vector<float>& a, const std::vector<float>& b, int64_t 
 // Same math in another order (measured <= 5.9e-6 with the AVX2 kernels); the headroom covers the
 // odd latent value rounding to the other BF16 neighbour on another ISA path.
 constexpr double kSameMathRtol = 5e-4;
+// fp32 kernels against double oracles through a whole forward pass: measured <= 7.5e-8 (AVX-512
+// and AVX2; 2.3e-10 portable), the rest headroom for a latent value that rounds to its other BF16
+// or e4m3 neighbour on another host.
+constexpr double kOracleNmse = 1e-6;
 
 class RunnerTest : public ::testing::TestWithParam<const char*> {};
 
@@ -301,6 +309,45 @@ TEST_P(RunnerTest, EveryKernelIsaGivesThePortableLogits) {
               << (dtype == KvCacheDtype::kBf16 ? " bf16 KV" : " fp8 KV");
         }
       }
+    }
+  }
+}
+
+// The forward pass is written once against kernels::Backend: on the oracle backend (every Linear,
+// norm, activation, attention core and vector op from its scalar double twin) it gives the CPU
+// kernels' logits within kOracleNmse per step, for every weight format and cache dtype, a varlen
+// prefill (expanded form) and decode steps (absorbed form: two sequences on two threads take the
+// per-head path, one takes the split), and not the same bits (the ops did run elsewhere). GLM runs without
+// its DSA indexer here: the indexer's top-k is a discrete choice that a near-tie in its scores flips (seen:
+// one int4 / BF16-KV decode row 7e-2 off), which would make the bound a matter of luck.
+TEST_P(RunnerTest, OracleBackendGivesTheCpuKernelsLogits) {
+  const kernels::cpu::RefBackend oracle;
+  const std::vector<std::vector<int32_t>> prompts = {Tokens(21, 8), Tokens(9, 2)};
+  for (WeightFormat weights : {WeightFormat::kBf16, WeightFormat::kFp8Block128, WeightFormat::kInt4Group32}) {
+    for (KvCacheDtype dtype : {KvCacheDtype::kBf16, KvCacheDtype::kFp8E4M3}) {
+      const std::string where =
+          std::string(WeightFormatName(weights)) + (dtype == KvCacheDtype::kBf16 ? " bf16 KV" : " fp8 KV");
+      Harness cpu(GetParam(), dtype, 2, weights), ref(GetParam(), dtype, 2, weights);
+      std::vector<KvSequence> a(2), b(2);
+      std::vector<std::vector<std::vector<int32_t>>> steps = {prompts};
+      for (int32_t t : {9, 401}) steps.push_back({{t}, {t + 1}});
+      steps.push_back({{77}});  // one sequence on two threads: the split path (MlaDecode)
+      bool all_same_bits = true;
+      for (size_t i = 0; i < steps.size(); ++i) {
+        const size_t n = steps[i].size();
+        const std::vector<float> want =
+            cpu.Step(n == 2 ? std::vector<KvSequence*>{&a[0], &a[1]} : std::vector<KvSequence*>{&a[0]},
+                     steps[i], MlaForm::kAuto, false);
+        const std::vector<float> got =
+            ref.Step(n == 2 ? std::vector<KvSequence*>{&b[0], &b[1]} : std::vector<KvSequence*>{&b[0]},
+                     steps[i], MlaForm::kAuto, false, &oracle);
+        ASSERT_EQ(got.size(), want.size());
+        const double nmse = kernels::cpu::Nmse(got, want);
+        EXPECT_LE(nmse, kOracleNmse) << where << " step " << i;
+        all_same_bits =
+            all_same_bits && std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) == 0;
+      }
+      EXPECT_FALSE(all_same_bits) << where << ": the oracle backend was not used";
     }
   }
 }

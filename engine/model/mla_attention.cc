@@ -6,10 +6,6 @@
 #include <limits>
 
 #include "engine/formats/float_codecs.h"
-#include "engine/kernels/cpu/matmul_batch.h"
-#include "engine/kernels/cpu/mla_decode.h"
-#include "engine/kernels/cpu/mla_prefill.h"
-#include "engine/kernels/cpu/vector_ops.h"
 #include "engine/model/dsa_indexer.h"
 
 namespace tandem::engine::model {
@@ -71,8 +67,7 @@ Status MlaAttention::WriteLatent(const float* latent, std::span<const AttnSegmen
 }
 
 Status MlaAttention::Project(const float* h, int64_t tokens, std::span<const AttnSegment> segs,
-                             ThreadPool* pool, const kernels::cpu::MatmulOptions& options,
-                             std::vector<float>* q, std::vector<float>* q_resid,
+                             const kernels::Backend& be, std::vector<float>* q, std::vector<float>* q_resid,
                              std::vector<float>* latent) const {
   const ModelConfig& c = *config_;
   const MlaWeights& w = weights_->attn;
@@ -85,12 +80,12 @@ Status MlaAttention::Project(const float* h, int64_t tokens, std::span<const Att
   const kernels::cpu::MatmulTask from_h[] = {
       {c.has_q_lora() ? &w.q_a_proj : &w.q_proj, h, tokens, c.has_q_lora() ? q_resid->data() : q->data()},
       {&w.kv_a_proj_with_mqa, h, tokens, latent->data()}};
-  RETURN_IF_ERROR(kernels::cpu::MatmulBatch(from_h, pool, options));
+  RETURN_IF_ERROR(be.MatmulBatch(from_h));
   if (c.has_q_lora()) {
-    RmsNormRows(q_resid->data(), tokens, c.q_lora_rank, c.q_lora_rank, w.q_a_layernorm.data(), 1e-6);
-    RETURN_IF_ERROR(kernels::cpu::Matmul(w.q_b_proj, q_resid->data(), tokens, q->data(), pool, options));
+    be.RmsNormRows(q_resid->data(), tokens, c.q_lora_rank, c.q_lora_rank, w.q_a_layernorm.data(), 1e-6);
+    RETURN_IF_ERROR(be.Matmul(w.q_b_proj, q_resid->data(), tokens, q->data()));
   }
-  RmsNormRows(latent->data(), tokens, lora, width, w.kv_a_layernorm.data(), 1e-6);
+  be.RmsNormRows(latent->data(), tokens, lora, width, w.kv_a_layernorm.data(), 1e-6);
   for (const AttnSegment& seg : segs) {
     for (int64_t i = 0; i < seg.num_new; ++i) {
       const int64_t row = seg.first_row + i;
@@ -122,16 +117,16 @@ Status MlaAttention::GatherContexts(std::span<const AttnSegment> segs, const kv:
 
 Status MlaAttention::Forward(const float* h, int64_t tokens, std::span<const AttnSegment> segs,
                              kv::PagePool* kv, bool use_indexer, std::vector<KeyMask>* index_masks,
-                             ThreadPool* pool, const kernels::cpu::MatmulOptions& options, float* out,
+                             ThreadPool* pool, const kernels::Backend& be, float* out,
                              Communicator* comm) const {
   const ModelConfig& c = *config_;
   std::vector<float> q, q_resid, latent;
-  RETURN_IF_ERROR(Project(h, tokens, segs, pool, options, &q, &q_resid, &latent));
+  RETURN_IF_ERROR(Project(h, tokens, segs, be, &q, &q_resid, &latent));
   const bool writer = comm == nullptr || comm->rank() == 0;
   RETURN_IF_ERROR(AgreeAcrossRanks(comm, writer ? WriteLatent(latent.data(), segs, kv) : Status::Ok()));
   if (c.has_indexer() && use_indexer && weights_->indexer.has_value()) {
     RETURN_IF_ERROR(DsaIndexerSelect(c, *weights_->indexer, *rope_, layer_, h, q_resid.data(), tokens, segs,
-                                     kv, pool, options, index_masks, comm));
+                                     kv, be, index_masks, comm));
   } else if (!c.has_indexer() || !use_indexer || index_masks->size() != segs.size()) {
     index_masks->assign(segs.size(), KeyMask());
   }
@@ -142,15 +137,15 @@ Status MlaAttention::Forward(const float* h, int64_t tokens, std::span<const Att
   RETURN_IF_ERROR(GatherContexts(segs, *kv, &rows));
   const float kv_scale = kv->dtype() == KvCacheDtype::kBf16 ? 1.0f : kv->layer_scale(layer_);
   std::vector<float> attn(tokens * c.num_attention_heads * c.v_head_dim);  // [T, H, v]
-  RETURN_IF_ERROR(AttendExpanded(segs, q.data(), rows, kv_scale, *index_masks, pool, options, attn.data()));
-  RETURN_IF_ERROR(AttendAbsorbed(segs, q.data(), rows, kv_scale, *index_masks, pool, attn.data()));
-  return kernels::cpu::Matmul(weights_->attn.o_proj, attn.data(), tokens, out, pool, options);
+  RETURN_IF_ERROR(AttendExpanded(segs, q.data(), rows, kv_scale, *index_masks, pool, be, attn.data()));
+  RETURN_IF_ERROR(AttendAbsorbed(segs, q.data(), rows, kv_scale, *index_masks, pool, be, attn.data()));
+  return be.Matmul(weights_->attn.o_proj, attn.data(), tokens, out);
 }
 
 Status MlaAttention::AttendExpanded(std::span<const AttnSegment> segs, const float* q,
                                     std::span<const ContextRows> rows, float kv_scale,
                                     const std::vector<KeyMask>& masks, ThreadPool* pool,
-                                    const kernels::cpu::MatmulOptions& options, float* attn) const {
+                                    const kernels::Backend& be, float* attn) const {
   const ModelConfig& c = *config_;
   const int64_t heads = c.num_attention_heads, qk = c.qk_head_dim(), width = c.KvLatentWidth();
   // Decoded contexts, kept between calls on this thread: a context is hundreds of KB, and a
@@ -182,13 +177,13 @@ Status MlaAttention::AttendExpanded(std::span<const AttnSegment> segs, const flo
     for (int64_t i = begin; i < end; ++i) {
       const auto [s, first] = pages[i];
       const int64_t run = std::min(rows[s].page_tokens, segs[s].context() - first);
-      kernels::cpu::RowsToF32(rows[s].At(first), run, width, kv_scale, lats[s].data() + first * width);
+      be.RowsToF32(rows[s].At(first), run, width, kv_scale, lats[s].data() + first * width);
     }
   });
   for (size_t s = 0; s < segs.size(); ++s) {
     const AttnSegment& seg = segs[s];
     if (seg.form == MlaForm::kAbsorbed) continue;
-    RETURN_IF_ERROR(Expanded(seg, q + seg.first_row * heads * qk, lats[s], masks[s], pool, options,
+    RETURN_IF_ERROR(Expanded(seg, q + seg.first_row * heads * qk, lats[s], masks[s], be,
                              attn + seg.first_row * heads * c.v_head_dim));
   }
   return Status::Ok();
@@ -196,7 +191,8 @@ Status MlaAttention::AttendExpanded(std::span<const AttnSegment> segs, const flo
 
 Status MlaAttention::AttendAbsorbed(std::span<const AttnSegment> segs, const float* q,
                                     std::span<const ContextRows> rows, float kv_scale,
-                                    const std::vector<KeyMask>& masks, ThreadPool* pool, float* attn) const {
+                                    const std::vector<KeyMask>& masks, ThreadPool* pool,
+                                    const kernels::Backend& be, float* attn) const {
   const ModelConfig& c = *config_;
   const int64_t heads = c.num_attention_heads, qk = c.qk_head_dim();
   std::vector<size_t> absorbed;
@@ -214,7 +210,7 @@ Status MlaAttention::AttendAbsorbed(std::span<const AttnSegment> segs, const flo
   for (size_t s : absorbed)
     split_floats += segs[s].num_new * kernels::cpu::MlaDecodePartialFloats(segs[s].context(), shape);
   if (static_cast<int64_t>(absorbed.size()) < pool->num_threads() && split_floats <= kMaxSplitFloats) {
-    return AbsorbedSplit(segs, absorbed, q, rows, kv_scale, masks, pool, attn);
+    return AbsorbedSplit(segs, absorbed, q, rows, kv_scale, masks, pool, be, attn);
   }
   pool->ParallelFor(static_cast<int64_t>(absorbed.size()) * heads, 1, [&](int64_t begin, int64_t end, int) {
     AbsorbedScratch scratch;
@@ -222,7 +218,7 @@ Status MlaAttention::AttendAbsorbed(std::span<const AttnSegment> segs, const flo
       const size_t s = absorbed[i / heads];
       const int64_t h0 = i % heads, h1 = std::min(heads, h0 + (end - i));
       const AttnSegment& seg = segs[s];
-      AbsorbedHeads(seg, q + seg.first_row * heads * qk, rows[s], kv_scale, masks[s], h0, h1, &scratch,
+      AbsorbedHeads(be, seg, q + seg.first_row * heads * qk, rows[s], kv_scale, masks[s], h0, h1, &scratch,
                     attn + seg.first_row * heads * c.v_head_dim);
       i += h1 - h0;
     }
@@ -231,15 +227,14 @@ Status MlaAttention::AttendAbsorbed(std::span<const AttnSegment> segs, const flo
 }
 
 Status MlaAttention::Expanded(const AttnSegment& seg, const float* q, const std::vector<float>& lat,
-                              const KeyMask& mask, ThreadPool* pool,
-                              const kernels::cpu::MatmulOptions& options, float* out) const {
+                              const KeyMask& mask, const kernels::Backend& be, float* out) const {
   const ModelConfig& c = *config_;
   const int64_t heads = c.num_attention_heads, nope = c.qk_nope_head_dim, lora = c.kv_lora_rank;
   const int64_t width = c.KvLatentWidth(), ctx = seg.context(), per_head = nope + c.v_head_dim;
   std::vector<float> cmat(ctx * lora);  // [ctx, kv_lora]
   for (int64_t t = 0; t < ctx; ++t) std::copy_n(lat.data() + t * width, lora, cmat.data() + t * lora);
   std::vector<float> kv(ctx * heads * per_head);  // [ctx, H, nope + v]
-  RETURN_IF_ERROR(kernels::cpu::Matmul(weights_->attn.kv_b_proj, cmat.data(), ctx, kv.data(), pool, options));
+  RETURN_IF_ERROR(be.Matmul(weights_->attn.kv_b_proj, cmat.data(), ctx, kv.data()));
   kernels::cpu::MlaPrefillInput in;
   in.q = q;
   in.kv = kv.data();
@@ -254,30 +249,30 @@ Status MlaAttention::Expanded(const AttnSegment& seg, const float* q, const std:
   shape.rope = c.qk_rope_head_dim;
   shape.v = c.v_head_dim;
   shape.scale = static_cast<float>(c.AttentionSoftmaxScale());
-  kernels::cpu::MlaPrefill(in, shape, pool, out);
+  be.MlaPrefill(in, shape, out);
   return Status::Ok();
 }
 
-void MlaAttention::QueryLatent(const float* qh, int64_t h, float* qc) const {
+void MlaAttention::QueryLatent(const kernels::Backend& be, const float* qh, int64_t h, float* qc) const {
   const ModelConfig& c = *config_;
   const int64_t nope = c.qk_nope_head_dim, lora = c.kv_lora_rank;
   const int64_t uk = h * (nope + c.v_head_dim);  // W_UK rows of kv_b_proj
   // q_lat = W_UKᵀ q_nope: the head's nope rows of kv_b_proj weighted by q_nope, summed.
   if (kv_b_bf16_ != nullptr) {
     std::fill(qc, qc + lora, 0.0f);
-    kernels::cpu::AttentionWeightedSums(
-        qh, 1, nope, {kv_b_bf16_ + uk * lora, kernels::cpu::RowFormat::kBf16, lora}, nope, lora, qc, lora);
+    be.AttentionWeightedSums(qh, 1, nope, {kv_b_bf16_ + uk * lora, kernels::cpu::RowFormat::kBf16, lora},
+                             nope, lora, qc, lora);
   } else if (kv_b_fp8_ != nullptr) {  // WeightedRowSum's bits: zeros, then row after row
     std::fill(qc, qc + lora, 0.0f);
     thread_local std::vector<float> row;
     row.resize(lora);
     for (int64_t r = 0; r < nope; ++r) {
       if (qh[r] == 0.0f) continue;
-      kernels::cpu::DecodeWeightRow(*kv_b_fp8_, uk + r, row.data());
-      kernels::cpu::AddScaledF32(qh[r], row.data(), qc, lora);
+      be.DecodeWeightRow(*kv_b_fp8_, uk + r, row.data());
+      be.AddScaled(qh[r], row.data(), qc, lora);
     }
   } else {
-    kernels::cpu::WeightedRowSum(qh, kv_b_.data() + uk * lora, nope, lora, lora, qc);
+    be.WeightedRowSum(qh, kv_b_.data() + uk * lora, nope, lora, lora, qc);
   }
   std::copy_n(qh + nope, c.qk_rope_head_dim, qc + lora);
 }
@@ -302,29 +297,29 @@ kernels::cpu::MlaQuery MlaAttention::Query(const AttnSegment& seg, const Context
   return query;
 }
 
-void MlaAttention::OutputFromLatent(const float* o_lat, int64_t h, float* o) const {
+void MlaAttention::OutputFromLatent(const kernels::Backend& be, const float* o_lat, int64_t h,
+                                    float* o) const {
   const ModelConfig& c = *config_;
   const int64_t lora = c.kv_lora_rank, vdim = c.v_head_dim;
   const int64_t uv = h * (c.qk_nope_head_dim + vdim) + c.qk_nope_head_dim;  // W_UV rows of kv_b_proj
   if (kv_b_bf16_ != nullptr) {
-    kernels::cpu::AttentionScores(
-        o_lat, 1, lora, {kv_b_bf16_ + uv * lora, kernels::cpu::RowFormat::kBf16, lora}, vdim, lora, o, vdim);
+    be.AttentionScores(o_lat, 1, lora, {kv_b_bf16_ + uv * lora, kernels::cpu::RowFormat::kBf16, lora}, vdim,
+                       lora, o, vdim);
   } else if (kv_b_fp8_ != nullptr) {
     thread_local std::vector<float> row;
     row.resize(lora);
     for (int64_t d = 0; d < vdim; ++d) {
-      kernels::cpu::DecodeWeightRow(*kv_b_fp8_, uv + d, row.data());
-      o[d] = kernels::cpu::DotF32(o_lat, row.data(), lora);
+      be.DecodeWeightRow(*kv_b_fp8_, uv + d, row.data());
+      o[d] = be.Dot(o_lat, row.data(), lora);
     }
   } else {
-    for (int64_t d = 0; d < vdim; ++d)
-      o[d] = kernels::cpu::DotF32(o_lat, kv_b_.data() + (uv + d) * lora, lora);
+    for (int64_t d = 0; d < vdim; ++d) o[d] = be.Dot(o_lat, kv_b_.data() + (uv + d) * lora, lora);
   }
 }
 
-void MlaAttention::AbsorbedHeads(const AttnSegment& seg, const float* q, const ContextRows& rows,
-                                 float kv_scale, const KeyMask& mask, int64_t h0, int64_t h1,
-                                 AbsorbedScratch* scratch, float* out) const {
+void MlaAttention::AbsorbedHeads(const kernels::Backend& be, const AttnSegment& seg, const float* q,
+                                 const ContextRows& rows, float kv_scale, const KeyMask& mask, int64_t h0,
+                                 int64_t h1, AbsorbedScratch* scratch, float* out) const {
   const ModelConfig& c = *config_;
   const int64_t heads = c.num_attention_heads, qk = c.qk_head_dim(), width = c.KvLatentWidth();
   const int64_t nh = h1 - h0, lora = c.kv_lora_rank;
@@ -333,17 +328,17 @@ void MlaAttention::AbsorbedHeads(const AttnSegment& seg, const float* q, const C
   scratch->o_lat.resize(nh * lora);
   for (int64_t i = 0; i < seg.num_new; ++i) {
     for (int64_t h = h0; h < h1; ++h)
-      QueryLatent(q + (i * heads + h) * qk, h, scratch->q_cat.data() + (h - h0) * width);
-    kernels::cpu::MlaDecodeHeads(Query(seg, rows, mask, i, scratch->q_cat.data()), nh, shape,
-                                 scratch->o_lat.data());
+      QueryLatent(be, q + (i * heads + h) * qk, h, scratch->q_cat.data() + (h - h0) * width);
+    be.MlaDecodeHeads(Query(seg, rows, mask, i, scratch->q_cat.data()), nh, shape, scratch->o_lat.data());
     for (int64_t h = h0; h < h1; ++h)
-      OutputFromLatent(scratch->o_lat.data() + (h - h0) * lora, h, out + (i * heads + h) * c.v_head_dim);
+      OutputFromLatent(be, scratch->o_lat.data() + (h - h0) * lora, h, out + (i * heads + h) * c.v_head_dim);
   }
 }
 
 Status MlaAttention::AbsorbedSplit(std::span<const AttnSegment> segs, std::span<const size_t> absorbed,
                                    const float* q, std::span<const ContextRows> rows, float kv_scale,
-                                   const std::vector<KeyMask>& masks, ThreadPool* pool, float* attn) const {
+                                   const std::vector<KeyMask>& masks, ThreadPool* pool,
+                                   const kernels::Backend& be, float* attn) const {
   const ModelConfig& c = *config_;
   const int64_t heads = c.num_attention_heads, qk = c.qk_head_dim(), width = c.KvLatentWidth();
   const int64_t lora = c.kv_lora_rank;
@@ -365,7 +360,7 @@ Status MlaAttention::AbsorbedSplit(std::span<const AttnSegment> segs, std::span<
     for (int64_t k = begin; k < end; ++k) {
       const auto [a, i] = tokens[k / heads];
       const AttnSegment& seg = segs[absorbed[a]];
-      QueryLatent(q + ((seg.first_row + i) * heads + k % heads) * qk, k % heads, q_cat + k * width);
+      QueryLatent(be, q + ((seg.first_row + i) * heads + k % heads) * qk, k % heads, q_cat + k * width);
     }
   });
   // 2. The paged attention (engine/kernels/cpu/mla_decode.h): each context row read once.
@@ -375,13 +370,13 @@ Status MlaAttention::AbsorbedSplit(std::span<const AttnSegment> segs, std::span<
     const size_t s = absorbed[a];
     queries.push_back(Query(segs[s], rows[s], masks[s], i, q_cat + k * heads * width));
   }
-  kernels::cpu::MlaDecode(queries, DecodeShape(kv_scale), pool, o_lat);
+  be.MlaDecode(queries, DecodeShape(kv_scale), o_lat);
   // 3. W_UV of every (query, head), split over the threads.
   pool->ParallelFor(n * heads, 1, [&](int64_t begin, int64_t end, int) {
     for (int64_t k = begin; k < end; ++k) {
       const auto [a, i] = tokens[k / heads];
       const AttnSegment& seg = segs[absorbed[a]];
-      OutputFromLatent(o_lat + k * lora, k % heads,
+      OutputFromLatent(be, o_lat + k * lora, k % heads,
                        attn + ((seg.first_row + i) * heads + k % heads) * c.v_head_dim);
     }
   });

@@ -18,9 +18,7 @@
 #include "common/status.h"
 #include "engine/core/communicator.h"
 #include "engine/core/thread_pool.h"
-#include "engine/kernels/cpu/attention.h"
-#include "engine/kernels/cpu/matmul.h"
-#include "engine/kernels/cpu/mla_decode.h"
+#include "engine/kernels/backend.h"
 #include "engine/kv/page_pool.h"
 #include "engine/model/forward_ops.h"
 #include "engine/model/forward_types.h"
@@ -44,7 +42,7 @@ class MlaAttention {
   // computes the same ones) and the ranks agree (AgreeAcrossRanks) before any reads them.
   Status Forward(const float* h, int64_t tokens, std::span<const AttnSegment> segs, kv::PagePool* kv,
                  bool use_indexer, std::vector<KeyMask>* index_masks, ThreadPool* pool,
-                 const kernels::cpu::MatmulOptions& options, float* out, Communicator* comm = nullptr) const;
+                 const kernels::Backend& be, float* out, Communicator* comm = nullptr) const;
 
  private:
   MlaAttention(const ModelConfig& config, const LayerWeights& weights, int64_t layer, const Rope* rope)
@@ -66,9 +64,9 @@ class MlaAttention {
 
   // The steps of Forward. Project: q [T, H, nope + rope] and latent [T, kv_lora + rope] from h
   // (q_resid [T, q_lora] kept for the indexer), normed and with RoPE applied.
-  Status Project(const float* h, int64_t tokens, std::span<const AttnSegment> segs, ThreadPool* pool,
-                 const kernels::cpu::MatmulOptions& options, std::vector<float>* q,
-                 std::vector<float>* q_resid, std::vector<float>* latent) const;
+  Status Project(const float* h, int64_t tokens, std::span<const AttnSegment> segs,
+                 const kernels::Backend& be, std::vector<float>* q, std::vector<float>* q_resid,
+                 std::vector<float>* latent) const;
   Status WriteLatent(const float* latent, std::span<const AttnSegment> segs, kv::PagePool* kv) const;
   // Every segment's context rows, in place.
   Status GatherContexts(std::span<const AttnSegment> segs, const kv::PagePool& kv,
@@ -77,16 +75,16 @@ class MlaAttention {
   // in one ParallelFor over pages, then Expanded. attn: [T, H, v].
   Status AttendExpanded(std::span<const AttnSegment> segs, const float* q, std::span<const ContextRows> rows,
                         float kv_scale, const std::vector<KeyMask>& masks, ThreadPool* pool,
-                        const kernels::cpu::MatmulOptions& options, float* attn) const;
+                        const kernels::Backend& be, float* attn) const;
   // The absorbed segments (decode), by the split or the per-head path (the same bits).
   Status AttendAbsorbed(std::span<const AttnSegment> segs, const float* q, std::span<const ContextRows> rows,
                         float kv_scale, const std::vector<KeyMask>& masks, ThreadPool* pool,
-                        float* attn) const;
+                        const kernels::Backend& be, float* attn) const;
   // q: [n, H, nope + rope] of the segment; lat: [ctx, kv_lora + rope]; out: [n, H, v]. The
   // context's keys and values from kv_b_proj, then the attention by
   // engine/kernels/cpu/mla_prefill.h.
   Status Expanded(const AttnSegment& seg, const float* q, const std::vector<float>& lat, const KeyMask& mask,
-                  ThreadPool* pool, const kernels::cpu::MatmulOptions& options, float* out) const;
+                  const kernels::Backend& be, float* out) const;
   // The absorbed form (decode): q_cat = [W_UKᵀ q_nope | q_rope] per head (QueryLatent), the paged
   // attention over the context's latent rows by engine/kernels/cpu/mla_decode.h (flash-decoding
   // blocks sized from the context alone, so the bits never depend on the batch, the threads or
@@ -105,15 +103,16 @@ class MlaAttention {
   //   DecodeShape: the kernel's shape; kv_scale (the pool's per-layer scale, 1 for BF16) is folded
   //     into the scores' scale and into the output.
   //   Query: new token i of the segment as a kernel query (its causal rows, its DSA mask row).
-  void QueryLatent(const float* qh, int64_t h, float* qc) const;
-  void OutputFromLatent(const float* o_lat, int64_t h, float* o) const;
+  void QueryLatent(const kernels::Backend& be, const float* qh, int64_t h, float* qc) const;
+  void OutputFromLatent(const kernels::Backend& be, const float* o_lat, int64_t h, float* o) const;
   kernels::cpu::MlaDecodeShape DecodeShape(float kv_scale) const;
   static kernels::cpu::MlaQuery Query(const AttnSegment& seg, const ContextRows& rows, const KeyMask& mask,
                                       int64_t i, const float* q_cat);
   // Heads [h0, h1) of every new token of the segment, absorbed form: out[i, h, :]; the heads share
   // each pass over the rows.
-  void AbsorbedHeads(const AttnSegment& seg, const float* q, const ContextRows& rows, float kv_scale,
-                     const KeyMask& mask, int64_t h0, int64_t h1, AbsorbedScratch* scratch, float* out) const;
+  void AbsorbedHeads(const kernels::Backend& be, const AttnSegment& seg, const float* q,
+                     const ContextRows& rows, float kv_scale, const KeyMask& mask, int64_t h0, int64_t h1,
+                     AbsorbedScratch* scratch, float* out) const;
 
   // Every head of the absorbed segments (indices into segs): queries by head, the paged attention
   // (kernels::cpu::MlaDecode: block partials of all heads by block, each row read once; folds by
@@ -121,7 +120,7 @@ class MlaAttention {
   // segments than threads.
   Status AbsorbedSplit(std::span<const AttnSegment> segs, std::span<const size_t> absorbed, const float* q,
                        std::span<const ContextRows> rows, float kv_scale, const std::vector<KeyMask>& masks,
-                       ThreadPool* pool, float* attn) const;
+                       ThreadPool* pool, const kernels::Backend& be, float* attn) const;
 
   const ModelConfig* config_;
   const LayerWeights* weights_;

@@ -5,10 +5,6 @@
 #include <limits>
 #include <numeric>
 
-#include "engine/kernels/cpu/matmul_batch.h"
-#include "engine/kernels/cpu/vector_ops.h"
-#include "engine/model/forward_ops.h"
-
 namespace tandem::engine::model {
 namespace {
 
@@ -68,29 +64,18 @@ Routing RouteToken(const ModelConfig& config, const float* router_logits, const 
   return r;
 }
 
-Status MlpForward(const MlpWeights& w, const float* x, int64_t tokens, float* y, ThreadPool* pool,
-                  const kernels::cpu::MatmulOptions& options) {
+Status MlpForward(const MlpWeights& w, const float* x, int64_t tokens, float* y, const kernels::Backend& be) {
   const int64_t inter = w.gate_proj.rows();
   std::vector<float> gate(tokens * inter), up(tokens * inter);
   // gate and up read the same x: one job over both matrices' rows.
   const kernels::cpu::MatmulTask gate_up[] = {{&w.gate_proj, x, tokens, gate.data()},
                                               {&w.up_proj, x, tokens, up.data()}};
-  RETURN_IF_ERROR(kernels::cpu::MatmulBatch(gate_up, pool, options));
-  SiluMul(gate.data(), up.data(), tokens * inter);
-  return kernels::cpu::Matmul(w.down_proj, gate.data(), tokens, y, pool, options);
+  RETURN_IF_ERROR(be.MatmulBatch(gate_up));
+  be.SiluMul(gate.data(), up.data(), tokens * inter);
+  return be.Matmul(w.down_proj, gate.data(), tokens, y);
 }
 
 namespace {
-
-// Router logits of one token in fp32 (see MoeForward), split over experts: each logit is the
-// same whichever thread computes it.
-void RouterLogits(const MoeWeights& w, const float* x, int64_t hidden, int64_t n_exp, float* logits,
-                  ThreadPool* pool) {
-  pool->ParallelFor(n_exp, 16, [&](int64_t begin, int64_t end, int) {
-    for (int64_t e = begin; e < end; ++e)
-      logits[e] = kernels::cpu::DotF32(x, w.router.data() + e * hidden, hidden);
-  });
-}
 
 // One expert's share of a step: its tokens, their rows of x (gathered unless they are all of x in
 // order), the SwiGLU intermediates and its output before gating.
@@ -108,17 +93,17 @@ struct ExpertWork {
 }  // namespace
 
 Status MoeForward(const ModelConfig& config, const MoeWeights& w, const float* x, int64_t tokens, float* y,
-                  ThreadPool* pool, const kernels::cpu::MatmulOptions& options, int64_t* routed_pairs) {
+                  const kernels::Backend& be, int64_t* routed_pairs) {
   const int64_t hidden = config.hidden_size;
   const int64_t n_exp = config.n_routed_experts;
-  // Router logits in fp32 (DotF32), as Hugging Face computes them: within ~1e-6 relative of the
-  // exact sum, far inside the smallest routing gaps of the reference models (6e-5).
+  // Router logits in fp32, as Hugging Face computes them: within ~1e-6 relative of the exact sum,
+  // far inside the smallest routing gaps of the reference models (6e-5).
   const float* bias = w.e_score_correction_bias.size() > 0 ? w.e_score_correction_bias.data() : nullptr;
   std::vector<std::vector<std::pair<int64_t, float>>> by_expert(n_exp);  // (token, gate)
-  std::vector<float> logits(n_exp);
+  std::vector<float> logits(tokens * n_exp);
+  be.MatmulF32(w.router.data(), n_exp, hidden, x, tokens, logits.data());
   for (int64_t t = 0; t < tokens; ++t) {
-    RouterLogits(w, x + t * hidden, hidden, n_exp, logits.data(), pool);
-    const Routing r = RouteToken(config, logits.data(), bias);
+    const Routing r = RouteToken(config, logits.data() + t * n_exp, bias);
     for (size_t k = 0; k < r.experts.size(); ++k) by_expert[r.experts[k]].push_back({t, r.gates[k]});
   }
   // Every expert with tokens (the shared one included) in two jobs: gate and up of all of them,
@@ -166,20 +151,19 @@ Status MoeForward(const ModelConfig& config, const MoeWeights& w, const float* x
     jobs.push_back({&ew.weights->gate_proj, ew.x, ew.m(), ew.gate.data()});
     jobs.push_back({&ew.weights->up_proj, ew.x, ew.m(), ew.up.data()});
   }
-  RETURN_IF_ERROR(kernels::cpu::MatmulBatch(jobs, pool, options));
+  RETURN_IF_ERROR(be.MatmulBatch(jobs));
   jobs.clear();
   for (ExpertWork& ew : work) {
-    SiluMul(ew.gate.data(), ew.up.data(), static_cast<int64_t>(ew.gate.size()));
+    be.SiluMul(ew.gate.data(), ew.up.data(), static_cast<int64_t>(ew.gate.size()));
     jobs.push_back({&ew.weights->down_proj, ew.gate.data(), ew.m(), ew.y});
   }
-  RETURN_IF_ERROR(kernels::cpu::MatmulBatch(jobs, pool, options));
+  RETURN_IF_ERROR(be.MatmulBatch(jobs));
   // Summed in the order of the serial version: shared expert (already in y), then routed experts
   // by index.
   for (size_t i = shared ? 1 : 0; i < work.size(); ++i) {
     const ExpertWork& ew = work[i];
     for (size_t j = 0; j < ew.routed.size(); ++j)
-      kernels::cpu::AddScaledF32(ew.routed[j].second, ew.ys.data() + j * hidden,
-                                 y + ew.routed[j].first * hidden, hidden);
+      be.AddScaled(ew.routed[j].second, ew.ys.data() + j * hidden, y + ew.routed[j].first * hidden, hidden);
   }
   return Status::Ok();
 }

@@ -7,8 +7,7 @@
 #include <vector>
 
 #include "common/status.h"
-#include "engine/core/thread_pool.h"
-#include "engine/kernels/cpu/matmul.h"
+#include "engine/kernels/backend.h"
 #include "engine/model/model_config.h"
 #include "engine/model/model_weights.h"
 
@@ -29,15 +28,16 @@ struct Routing {
 // times routed_scaling_factor.
 Routing RouteToken(const ModelConfig& config, const float* router_logits, const float* bias);
 
-// y[T, hidden] = down(silu(gate x) * up x) for x [T, hidden].
-Status MlpForward(const MlpWeights& w, const float* x, int64_t tokens, float* y, ThreadPool* pool,
-                  const kernels::cpu::MatmulOptions& options);
+// y[T, hidden] = down(silu(gate x) * up x) for x [T, hidden], on `be`.
+Status MlpForward(const MlpWeights& w, const float* x, int64_t tokens, float* y, const kernels::Backend& be);
 
 // y[T, hidden] = shared experts(x) + Σ_k gate_k · expert_k(x), routing each token. x: [T, hidden].
+// The router logits of every token in one op (Backend::MatmulF32), the choice of experts on the
+// host (RouteToken), every expert's Linears in two batches (gate and up, then down), the gated
+// sum by Backend::AddScaled in a fixed order (shared expert, then routed experts by index).
 // Routed experts absent from w (rows() == 0: another rank's, expert parallelism) are skipped.
 // routed_pairs (optional) grows by the (token, expert) pairs run here.
 Status MoeForward(const ModelConfig& config, const MoeWeights& w, const float* x, int64_t tokens, float* y,
-                  ThreadPool* pool, const kernels::cpu::MatmulOptions& options,
-                  int64_t* routed_pairs = nullptr);
+                  const kernels::Backend& be, int64_t* routed_pairs = nullptr);
 
 }  // namespace tandem::engine::model

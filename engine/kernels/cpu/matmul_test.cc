@@ -16,6 +16,7 @@
 #include "common/test_skip.h"
 #include "engine/core/cpu_features.h"
 #include "engine/formats/float_codecs.h"
+#include "engine/kernels/cpu/cpu_backend.h"
 #include "engine/kernels/cpu/matmul_internal.h"
 #include "engine/kernels/cpu/matmul_test_paths.h"
 
@@ -191,6 +192,39 @@ TEST_P(MatmulShapesTest, LargeDecodeShapeMatchesReference) {
 TEST_P(MatmulShapesTest, PrefillBatchMatchesReference) {
   ThreadPool pool(2);
   CheckAgainstRef(GetParam(), 96, 640, 64, &pool);
+}
+
+// The oracle backend's Linears (kernels/cpu/cpu_backend.h: exactly dequantized rows of the packed
+// weight, double sums) are MatmulRef on the checkpoint layout: the packing loses nothing. Its
+// batch runs every task the same way; bad arguments are errors, as with the kernels.
+TEST_P(MatmulShapesTest, RefBackendIsMatmulRefOnThePackedWeight) {
+  const RefBackend ref;
+  for (int64_t n : {1, 17, 130}) {
+    for (int64_t k : {17, 97, 300}) {
+      for (int64_t m : {1, 5}) {
+        TestWeight w(GetParam(), n, k, static_cast<uint32_t>(n * 1000 + k * 10 + m));
+        const StatusOr<PackedWeight> packed = w.Pack();
+        ASSERT_TRUE(packed.ok());
+        const std::vector<float> x = RandomActivations(m, k, static_cast<uint32_t>(k + m));
+        std::vector<float> want(static_cast<size_t>(m * n)), got(want.size(), std::nanf(""));
+        w.Ref(x.data(), m, want.data());
+        ASSERT_TRUE(ref.Matmul(*packed, x.data(), m, got.data()).ok());
+        // fp8: a code times its block scale is rounded to fp32 once per element before the sum
+        EXPECT_LE(Nmse(got, want, w.Energy(x.data(), m)), 1e-14) << "N=" << n << " K=" << k << " m=" << m;
+        std::vector<float> batched(want.size(), std::nanf(""));
+        const MatmulTask task[] = {{&*packed, x.data(), m, batched.data()}};
+        ASSERT_TRUE(ref.MatmulBatch(task).ok());
+        EXPECT_EQ(batched, got);
+      }
+    }
+  }
+  TestWeight w(GetParam(), 4, 32, 1);
+  const PackedWeight packed = *w.Pack();
+  float x[32] = {}, y[4];
+  EXPECT_EQ(ref.Matmul(packed, x, 0, y).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(ref.Matmul(packed, nullptr, 1, y).code(), StatusCode::kInvalidArgument);
+  const MatmulTask null_weight[] = {{nullptr, x, 1, y}};
+  EXPECT_EQ(ref.MatmulBatch(null_weight).code(), StatusCode::kInvalidArgument);
 }
 
 INSTANTIATE_TEST_SUITE_P(AllFormats, MatmulShapesTest,

@@ -1,0 +1,49 @@
+#include "engine/kernels/cpu/row_ops.h"
+
+#include <cmath>
+#include <vector>
+
+#include "engine/kernels/cpu/vector_ops.h"
+
+namespace tandem::engine::kernels::cpu {
+
+void RmsNormRows(float* x, int64_t rows, int64_t dim, int64_t stride, const float* weight, double eps) {
+  for (int64_t r = 0; r < rows; ++r) {
+    float* row = x + r * stride;
+    double sum_sq = 0;
+    for (int64_t i = 0; i < dim; ++i) sum_sq += static_cast<double>(row[i]) * row[i];
+    const double inv = 1.0 / std::sqrt(sum_sq / static_cast<double>(dim) + eps);
+    for (int64_t i = 0; i < dim; ++i) row[i] = static_cast<float>(row[i] * inv * weight[i]);
+  }
+}
+
+void LayerNormRows(float* x, int64_t rows, int64_t dim, const float* weight, const float* bias, double eps) {
+  for (int64_t r = 0; r < rows; ++r) {
+    float* row = x + r * dim;
+    double mean = 0;
+    for (int64_t i = 0; i < dim; ++i) mean += row[i];
+    mean /= static_cast<double>(dim);
+    double var = 0;
+    for (int64_t i = 0; i < dim; ++i) var += (row[i] - mean) * (row[i] - mean);
+    const double inv = 1.0 / std::sqrt(var / static_cast<double>(dim) + eps);
+    for (int64_t i = 0; i < dim; ++i)
+      row[i] = static_cast<float>((row[i] - mean) * inv * weight[i] + bias[i]);
+  }
+}
+
+void SiluMul(float* gate, const float* up, int64_t n) {
+  thread_local std::vector<float> e;  // e^-g, in one vectorized pass
+  e.resize(n);
+  for (int64_t i = 0; i < n; ++i) e[i] = -gate[i];
+  ExpF32(e.data(), e.data(), n);
+  for (int64_t i = 0; i < n; ++i) gate[i] = gate[i] / (1.0f + e[i]) * up[i];
+}
+
+void SiluMulRef(float* gate, const float* up, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const double g = gate[i];
+    gate[i] = static_cast<float>(g / (1.0 + std::exp(-g)) * up[i]);
+  }
+}
+
+}  // namespace tandem::engine::kernels::cpu
