@@ -25,5 +25,5 @@ printf '%-70s %s\n' "test" "result"
 grep -E '^\[ +(OK|FAILED|SKIPPED) +\]' "$out/gpu-tests.log" | sed -E 's/^\[ +([A-Z]+) +\] ([^ ]+).*\(([0-9]+ ms)\).*/\2 \1 \3/' |
   awk '{printf "%-70s %s %s %s\n", $1, $2, $3, $4}'
 # The benchmarks' figures (bandwidth, FP8 / BF16), last.
-grep -h '^\[gpu-bench\]\|^\[mla-decode\]\|^\[int4-matmul\]\|^\[page-verify\]\|^\[mla-prefill\]' "$out/gpu-tests.log" || true
+grep -h '^\[gpu-bench\]\|^\[mla-decode\]\|^\[int4-matmul\]\|^\[page-verify\]\|^\[mla-prefill\]\|^\[cuda-forward\]' "$out/gpu-tests.log" || true
 exit "$status"
