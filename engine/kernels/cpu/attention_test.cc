@@ -54,14 +54,6 @@ Rows MakeRows(RowFormat format, int64_t n, int64_t stride, uint32_t seed) {
   return r;
 }
 
-std::vector<float> Gauss(int64_t n, uint32_t seed, float sigma = 1.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> g(0.0f, sigma);
-  std::vector<float> v(n);
-  for (float& x : v) x = g(rng);
-  return v;
-}
-
 const char* Name(RowFormat f) { return f == RowFormat::kBf16 ? "bf16" : "fp8_e4m3"; }
 
 TEST(AttentionKernelsTest, EveryVariantRunsHere) {

@@ -20,14 +20,6 @@
 namespace tandem::engine::kernels::cpu {
 namespace {
 
-std::vector<float> Gauss(size_t n, uint32_t seed, float sigma = 1.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> g(0.0f, sigma);
-  std::vector<float> v(n);
-  for (float& x : v) x = g(rng);
-  return v;
-}
-
 // y[m, n] = x · wᵀ with every element DotF32 of its pair, whatever m, the threads or the ISA
 // variant's split (a token's routing never depends on its batch), within fp32 of the oracle; the
 // floats past y's end are untouched.

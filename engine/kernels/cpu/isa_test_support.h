@@ -1,9 +1,11 @@
 #pragma once
 // Test helpers shared by the multi-variant CPU kernel tests (attention_test.cc,
-// vector_ops_test.cc): running a body under each ISA ceiling the host runs, and the normalized
-// mean squared error they hold results to.
+// vector_ops_test.cc, cpu_backend_test.cc, ...): running a body under each ISA ceiling the host
+// runs, the normalized mean squared error they hold results to, and random inputs.
 
 #include <cmath>
+#include <cstdint>
+#include <random>
 #include <vector>
 
 #include "engine/core/cpu_features.h"
@@ -35,6 +37,15 @@ inline double Nmse(const std::vector<float>& got, const std::vector<float>& want
     norm += static_cast<double>(want[i]) * want[i];
   }
   return norm == 0 ? err : err / norm;
+}
+
+// n values drawn from N(0, sigma²) with a seeded generator.
+inline std::vector<float> Gauss(int64_t n, uint32_t seed, float sigma = 1.0f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> g(0.0f, sigma);
+  std::vector<float> v(n);
+  for (float& x : v) x = g(rng);
+  return v;
 }
 
 }  // namespace tandem::engine::kernels::cpu
