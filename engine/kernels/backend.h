@@ -29,6 +29,7 @@
 #include "engine/kernels/cpu/matmul_batch.h"
 #include "engine/kernels/cpu/mla_decode.h"
 #include "engine/kernels/cpu/mla_prefill.h"
+#include "engine/kernels/cpu/row_ops.h"
 
 namespace tandem::engine::kernels {
 
@@ -50,12 +51,16 @@ class Backend {
   // Row `row` of w dequantized exactly to fp32 (out: [w.cols()]).
   virtual void DecodeWeightRow(const cpu::PackedWeight& w, int64_t row, float* out) const = 0;
 
-  // --- Row-wise (cpu/row_ops.h).
+  // --- Row-wise (cpu/row_ops.h): norms, SwiGLU's activation, RoPE.
   virtual void RmsNormRows(float* x, int64_t rows, int64_t dim, int64_t stride, const float* weight,
                            double eps) const = 0;
   virtual void LayerNormRows(float* x, int64_t rows, int64_t dim, const float* weight, const float* bias,
                              double eps) const = 0;
   virtual void SiluMul(float* gate, const float* up, int64_t n) const = 0;
+  // RoPE on `rows` rows, row r at x + r * row_stride holding `count` vectors `stride` apart, each
+  // rotated (its first rope.dim values) at position positions[r].
+  virtual void RopeRows(const cpu::RopeTable& rope, float* x, int64_t rows, int64_t row_stride, int64_t count,
+                        int64_t stride, const int64_t* positions) const = 0;
 
   // --- Vector ops (cpu/vector_ops.h): y += a·x; a·b; out = Σ_j w[j] · rows[j·stride].
   virtual void AddScaled(float a, const float* x, float* y, int64_t n) const = 0;

@@ -44,12 +44,10 @@ Status DsaIndexerSelect(const ModelConfig& config, const DsaIndexerWeights& w, c
   masks->assign(segs.size(), KeyMask());
   // Every segment's new keys first (rank 0 only under tensor parallelism), then the reads.
   Status written = Status::Ok();
+  const std::vector<int64_t> positions = Positions(segs, tokens);
+  be.RopeRows(rope.table(), q.data(), tokens, heads * dim, heads, dim, positions.data());
+  be.RopeRows(rope.table(), k.data(), tokens, dim, 1, dim, positions.data());
   for (const AttnSegment& seg : segs) {
-    for (int64_t i = 0; i < seg.num_new; ++i) {
-      const int64_t row = seg.first_row + i;
-      rope.Apply(q.data() + row * heads * dim, heads, dim, seg.past + i);
-      rope.Apply(k.data() + row * dim, 1, dim, seg.past + i);
-    }
     if (!written.ok() || (comm != nullptr && comm->rank() != 0)) continue;
     written = ForEachPageRun(seg, page_tokens, seg.past, seg.num_new,
                              [&](kv::PageId page, size_t slot, int64_t i, int64_t n) {

@@ -53,20 +53,7 @@ Rope::Rope(const RopeConfig& config, int64_t dim)
 }
 
 void Rope::Apply(float* x, int64_t count, int64_t stride, int64_t pos) const {
-  const int64_t half = dim_ / 2;
-  for (int64_t i = 0; i < half; ++i) {
-    const double angle = static_cast<double>(pos) * inv_freq_[i];
-    const double c = std::cos(angle) * attention_factor_;
-    const double s = std::sin(angle) * attention_factor_;
-    const int64_t a = interleave_ ? 2 * i : i;
-    const int64_t b = interleave_ ? 2 * i + 1 : i + half;
-    for (int64_t j = 0; j < count; ++j) {
-      float* v = x + j * stride;
-      const double x0 = v[a], x1 = v[b];
-      v[a] = static_cast<float>(x0 * c - x1 * s);
-      v[b] = static_cast<float>(x1 * c + x0 * s);
-    }
-  }
+  kernels::cpu::ApplyRope(table(), x, count, stride, pos);
 }
 
 }  // namespace tandem::engine::model

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "engine/kernels/cpu/row_ops.h"
 #include "engine/model/model_config.h"
 
 namespace tandem::engine::model {
@@ -29,6 +30,8 @@ class Rope {
   // Interleaved (DeepSeek/GLM checkpoints): pairs (2i, 2i+1) rotate by pos * inv_freq[i];
   // otherwise rotate_half: pairs (i, i + dim/2).
   void Apply(float* x, int64_t count, int64_t stride, int64_t pos) const;
+  // The frequencies as the kernels take them (valid while this Rope lives).
+  kernels::cpu::RopeTable table() const { return {inv_freq_.data(), dim_, interleave_, attention_factor_}; }
 
  private:
   int64_t dim_;

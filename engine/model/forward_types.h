@@ -2,6 +2,7 @@
 // Types shared by the pieces of the forward pass (forward.h is the public entry point).
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "engine/kv/kv_types.h"
@@ -34,6 +35,15 @@ struct AttnSegment {
   MlaForm form = MlaForm::kAuto;  // resolved: kExpanded or kAbsorbed
   int64_t context() const { return past + num_new; }
 };
+
+// The position of each packed row [tokens]: row first_row + i of a segment is at past + i.
+inline std::vector<int64_t> Positions(std::span<const AttnSegment> segs, int64_t tokens) {
+  std::vector<int64_t> pos(tokens, 0);
+  for (const AttnSegment& seg : segs) {
+    for (int64_t i = 0; i < seg.num_new; ++i) pos[seg.first_row + i] = seg.past + i;
+  }
+  return pos;
+}
 
 // Keys each new query of a segment may attend to: [num_new, context] 0/1, or empty for plain
 // causal attention (the DSA indexer fills it when the context exceeds index_topk).

@@ -86,13 +86,9 @@ Status MlaAttention::Project(const float* h, int64_t tokens, std::span<const Att
     RETURN_IF_ERROR(be.Matmul(w.q_b_proj, q_resid->data(), tokens, q->data()));
   }
   be.RmsNormRows(latent->data(), tokens, lora, width, w.kv_a_layernorm.data(), 1e-6);
-  for (const AttnSegment& seg : segs) {
-    for (int64_t i = 0; i < seg.num_new; ++i) {
-      const int64_t row = seg.first_row + i;
-      rope_->Apply(q->data() + row * heads * qk + nope, heads, qk, seg.past + i);
-      rope_->Apply(latent->data() + row * width + lora, 1, width, seg.past + i);
-    }
-  }
+  const std::vector<int64_t> positions = Positions(segs, tokens);
+  be.RopeRows(rope_->table(), q->data() + nope, tokens, heads * qk, heads, qk, positions.data());
+  be.RopeRows(rope_->table(), latent->data() + lora, tokens, width, 1, width, positions.data());
   return Status::Ok();
 }
 

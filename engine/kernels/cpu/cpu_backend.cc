@@ -42,6 +42,11 @@ void CpuBackend::LayerNormRows(float* x, int64_t rows, int64_t dim, const float*
 
 void CpuBackend::SiluMul(float* gate, const float* up, int64_t n) const { cpu::SiluMul(gate, up, n); }
 
+void CpuBackend::RopeRows(const RopeTable& rope, float* x, int64_t rows, int64_t row_stride, int64_t count,
+                          int64_t stride, const int64_t* positions) const {
+  for (int64_t r = 0; r < rows; ++r) ApplyRope(rope, x + r * row_stride, count, stride, positions[r]);
+}
+
 void CpuBackend::AddScaled(float a, const float* x, float* y, int64_t n) const { AddScaledF32(a, x, y, n); }
 
 float CpuBackend::Dot(const float* a, const float* b, int64_t n) const { return DotF32(a, b, n); }
@@ -135,6 +140,12 @@ void RefBackend::LayerNormRows(float* x, int64_t rows, int64_t dim, const float*
 }
 
 void RefBackend::SiluMul(float* gate, const float* up, int64_t n) const { SiluMulRef(gate, up, n); }
+
+void RefBackend::RopeRows(const RopeTable& rope, float* x, int64_t rows, int64_t row_stride, int64_t count,
+                          int64_t stride, const int64_t* positions) const {
+  // rotates in double, rounded once: its own oracle
+  for (int64_t r = 0; r < rows; ++r) ApplyRope(rope, x + r * row_stride, count, stride, positions[r]);
+}
 
 void RefBackend::AddScaled(float a, const float* x, float* y, int64_t n) const {
   AddScaledF32Ref(a, x, y, n);

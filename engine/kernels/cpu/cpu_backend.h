@@ -31,6 +31,8 @@ class CpuBackend final : public Backend {
   void LayerNormRows(float* x, int64_t rows, int64_t dim, const float* weight, const float* bias,
                      double eps) const override;
   void SiluMul(float* gate, const float* up, int64_t n) const override;
+  void RopeRows(const RopeTable& rope, float* x, int64_t rows, int64_t row_stride, int64_t count,
+                int64_t stride, const int64_t* positions) const override;
   void AddScaled(float a, const float* x, float* y, int64_t n) const override;
   float Dot(const float* a, const float* b, int64_t n) const override;
   void WeightedRowSum(const float* w, const float* rows, int64_t n, int64_t stride, int64_t dim,
@@ -63,6 +65,8 @@ class RefBackend final : public Backend {
   void LayerNormRows(float* x, int64_t rows, int64_t dim, const float* weight, const float* bias,
                      double eps) const override;
   void SiluMul(float* gate, const float* up, int64_t n) const override;
+  void RopeRows(const RopeTable& rope, float* x, int64_t rows, int64_t row_stride, int64_t count,
+                int64_t stride, const int64_t* positions) const override;
   void AddScaled(float a, const float* x, float* y, int64_t n) const override;
   float Dot(const float* a, const float* b, int64_t n) const override;
   void WeightedRowSum(const float* w, const float* rows, int64_t n, int64_t stride, int64_t dim,

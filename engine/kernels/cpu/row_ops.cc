@@ -31,6 +31,23 @@ void LayerNormRows(float* x, int64_t rows, int64_t dim, const float* weight, con
   }
 }
 
+void ApplyRope(const RopeTable& table, float* x, int64_t count, int64_t stride, int64_t pos) {
+  const int64_t half = table.dim / 2;
+  for (int64_t i = 0; i < half; ++i) {
+    const double angle = static_cast<double>(pos) * table.inv_freq[i];
+    const double c = std::cos(angle) * table.attention_factor;
+    const double s = std::sin(angle) * table.attention_factor;
+    const int64_t a = table.interleave ? 2 * i : i;
+    const int64_t b = table.interleave ? 2 * i + 1 : i + half;
+    for (int64_t j = 0; j < count; ++j) {
+      float* v = x + j * stride;
+      const double x0 = v[a], x1 = v[b];
+      v[a] = static_cast<float>(x0 * c - x1 * s);
+      v[b] = static_cast<float>(x1 * c + x0 * s);
+    }
+  }
+}
+
 void SiluMul(float* gate, const float* up, int64_t n) {
   thread_local std::vector<float> e;  // e^-g, in one vectorized pass
   e.resize(n);

@@ -61,6 +61,10 @@ class StagingCudaBackend final : public kernels::Backend {
     cpu_.LayerNormRows(x, rows, dim, weight, bias, eps);
   }
   void SiluMul(float* gate, const float* up, int64_t n) const override { cpu_.SiluMul(gate, up, n); }
+  void RopeRows(const kernels::cpu::RopeTable& rope, float* x, int64_t rows, int64_t row_stride,
+                int64_t count, int64_t stride, const int64_t* positions) const override {
+    cpu_.RopeRows(rope, x, rows, row_stride, count, stride, positions);
+  }
   void AddScaled(float a, const float* x, float* y, int64_t n) const override { cpu_.AddScaled(a, x, y, n); }
   float Dot(const float* a, const float* b, int64_t n) const override { return cpu_.Dot(a, b, n); }
   void WeightedRowSum(const float* w, const float* rows, int64_t n, int64_t stride, int64_t dim,
