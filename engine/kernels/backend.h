@@ -15,8 +15,8 @@
 // Memory: every pointer here is host memory today (the forward pass's activations are
 // std::vectors, the weights PackedWeight, the pages the PagePool's). A device backend needs the
 // activations to stay on the device between ops, which the forward pass does not do yet (its
-// embedding gather, RoPE, routing's top-k, the DSA indexer's scores and the copies between ops
-// run on the host): see docs/architecture.md.
+// embedding gather, MoE token grouping, the DSA indexer's scores and the copies between ops run on
+// the host): see docs/forward-pass.md, "The Backend seam".
 //
 // Thread safety: ops are const and may be called from several threads at once (MlaAttention calls
 // the per-head ops from its pool's threads); the bits an op gives never depend on which thread.
@@ -29,6 +29,7 @@
 #include "engine/kernels/cpu/matmul_batch.h"
 #include "engine/kernels/cpu/mla_decode.h"
 #include "engine/kernels/cpu/mla_prefill.h"
+#include "engine/kernels/cpu/moe_route.h"
 #include "engine/kernels/cpu/row_ops.h"
 
 namespace tandem::engine::kernels {
@@ -48,6 +49,10 @@ class Backend {
   // y[m, n] = x[m, k] · wᵀ for an fp32 weight w [n, k] (the MoE router). Each y element is one dot
   // product computed the same way whatever m.
   virtual void MatmulF32(const float* w, int64_t n, int64_t k, const float* x, int64_t m, float* y) const = 0;
+  // Each token's experts and gates from its router logits (cpu/moe_route.h): experts and gates
+  // [tokens, r.top_k]. A discrete choice: every backend must choose as the CPU does.
+  virtual void MoeRoute(const cpu::MoeRouting& r, const float* logits, int64_t tokens, const float* bias,
+                        int32_t* experts, float* gates) const = 0;
   // Row `row` of w dequantized exactly to fp32 (out: [w.cols()]).
   virtual void DecodeWeightRow(const cpu::PackedWeight& w, int64_t row, float* out) const = 0;
 

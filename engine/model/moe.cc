@@ -1,66 +1,31 @@
 #include "engine/model/moe.h"
 
 #include <algorithm>
-#include <cmath>
-#include <limits>
 #include <numeric>
 
 namespace tandem::engine::model {
-namespace {
 
-// Indices of the `k` largest values, largest first, ties to the lower index.
-// (A partial sort under the total order (value descending, index ascending): the first k of a
-// stable sort by value, without sorting all n — at decode n = 384 experts for k = 8.)
-std::vector<int32_t> TopK(const std::vector<double>& v, int64_t k) {
-  std::vector<int32_t> idx(v.size());
-  std::iota(idx.begin(), idx.end(), 0);
-  const auto kth = idx.begin() + std::min<int64_t>(k, static_cast<int64_t>(idx.size()));
-  std::partial_sort(idx.begin(), kth, idx.end(),
-                    [&](int32_t a, int32_t b) { return v[a] > v[b] || (!(v[b] > v[a]) && a < b); });
-  idx.erase(kth, idx.end());
-  return idx;
+kernels::cpu::MoeRouting RoutingOf(const ModelConfig& config) {
+  kernels::cpu::MoeRouting r;
+  r.experts = config.n_routed_experts;
+  r.top_k = config.num_experts_per_tok;
+  r.groups = config.n_group;
+  r.top_groups = config.topk_group;
+  r.group_score = config.topk_method == TopkMethod::kGreedy ? kernels::cpu::MoeRouting::Groups::kNone
+                  : config.topk_method == TopkMethod::kNoAuxTc
+                      ? kernels::cpu::MoeRouting::Groups::kSumOfTwoBest
+                      : kernels::cpu::MoeRouting::Groups::kBest;
+  r.sigmoid = config.scoring_func == ScoringFunc::kSigmoid;
+  r.norm_top_k = config.norm_topk_prob;
+  r.scaling = config.routed_scaling_factor;
+  return r;
 }
 
-}  // namespace
-
 Routing RouteToken(const ModelConfig& config, const float* router_logits, const float* bias) {
-  const int64_t n = config.n_routed_experts;
-  std::vector<double> scores(n);
-  if (config.scoring_func == ScoringFunc::kSigmoid) {
-    for (int64_t e = 0; e < n; ++e)
-      scores[e] = 1.0 / (1.0 + std::exp(-static_cast<double>(router_logits[e])));
-  } else {
-    const double m = *std::max_element(router_logits, router_logits + n);
-    double sum = 0;
-    for (int64_t e = 0; e < n; ++e) sum += scores[e] = std::exp(router_logits[e] - m);
-    for (double& s : scores) s /= sum;
-  }
-  std::vector<double> choice = scores;
-  if (bias != nullptr) {
-    for (int64_t e = 0; e < n; ++e) choice[e] += bias[e];
-  }
-  if (config.topk_method != TopkMethod::kGreedy && config.n_group > 1) {
-    const int64_t per_group = n / config.n_group;
-    std::vector<double> group_score(config.n_group);
-    for (int64_t g = 0; g < config.n_group; ++g) {
-      std::vector<double> members(choice.begin() + g * per_group, choice.begin() + (g + 1) * per_group);
-      std::sort(members.rbegin(), members.rend());
-      const bool sum_two = config.topk_method == TopkMethod::kNoAuxTc && per_group >= 2;
-      group_score[g] = sum_two ? members[0] + members[1] : members[0];
-    }
-    std::vector<bool> keep(config.n_group, false);
-    for (int32_t g : TopK(group_score, config.topk_group)) keep[g] = true;
-    for (int64_t e = 0; e < n; ++e) {
-      if (!keep[e / per_group]) choice[e] = -std::numeric_limits<double>::infinity();
-    }
-  }
   Routing r;
-  r.experts = TopK(choice, config.num_experts_per_tok);
-  double sum = 0;
-  for (int32_t e : r.experts) sum += scores[e];
-  const double norm = config.norm_topk_prob ? 1.0 / (sum + 1e-20) : 1.0;
-  for (int32_t e : r.experts)
-    r.gates.push_back(static_cast<float>(scores[e] * norm * config.routed_scaling_factor));
+  r.experts.resize(config.num_experts_per_tok);
+  r.gates.resize(config.num_experts_per_tok);
+  kernels::cpu::MoeRoute(RoutingOf(config), router_logits, 1, bias, r.experts.data(), r.gates.data());
   return r;
 }
 
@@ -100,11 +65,13 @@ Status MoeForward(const ModelConfig& config, const MoeWeights& w, const float* x
   // far inside the smallest routing gaps of the reference models (6e-5).
   const float* bias = w.e_score_correction_bias.size() > 0 ? w.e_score_correction_bias.data() : nullptr;
   std::vector<std::vector<std::pair<int64_t, float>>> by_expert(n_exp);  // (token, gate)
-  std::vector<float> logits(tokens * n_exp);
+  const int64_t top_k = config.num_experts_per_tok;
+  std::vector<float> logits(tokens * n_exp), gates(tokens * top_k);
+  std::vector<int32_t> chosen(tokens * top_k);
   be.MatmulF32(w.router.data(), n_exp, hidden, x, tokens, logits.data());
+  be.MoeRoute(RoutingOf(config), logits.data(), tokens, bias, chosen.data(), gates.data());
   for (int64_t t = 0; t < tokens; ++t) {
-    const Routing r = RouteToken(config, logits.data() + t * n_exp, bias);
-    for (size_t k = 0; k < r.experts.size(); ++k) by_expert[r.experts[k]].push_back({t, r.gates[k]});
+    for (int64_t k = 0; k < top_k; ++k) by_expert[chosen[t * top_k + k]].push_back({t, gates[t * top_k + k]});
   }
   // Every expert with tokens (the shared one included) in two jobs: gate and up of all of them,
   // then down of all of them. MatmulBatch splits the rows of all those matrices over the threads

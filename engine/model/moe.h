@@ -27,6 +27,8 @@ struct Routing {
 // Gates: the unbiased scores of the chosen experts, divided by their sum when norm_topk_prob,
 // times routed_scaling_factor.
 Routing RouteToken(const ModelConfig& config, const float* router_logits, const float* bias);
+// The config's routing as the kernels take it (kernels/cpu/moe_route.h).
+kernels::cpu::MoeRouting RoutingOf(const ModelConfig& config);
 
 // y[T, hidden] = down(silu(gate x) * up x) for x [T, hidden], on `be`.
 Status MlpForward(const MlpWeights& w, const float* x, int64_t tokens, float* y, const kernels::Backend& be);

@@ -25,6 +25,10 @@ class CpuBackend final : public Backend {
   Status Matmul(const PackedWeight& w, const float* x, int64_t m, float* y) const override;
   Status MatmulBatch(std::span<const MatmulTask> tasks) const override;
   void MatmulF32(const float* w, int64_t n, int64_t k, const float* x, int64_t m, float* y) const override;
+  void MoeRoute(const MoeRouting& r, const float* logits, int64_t tokens, const float* bias, int32_t* experts,
+                float* gates) const override {
+    cpu::MoeRoute(r, logits, tokens, bias, experts, gates);  // double scores: its own oracle
+  }
   void DecodeWeightRow(const PackedWeight& w, int64_t row, float* out) const override;
   void RmsNormRows(float* x, int64_t rows, int64_t dim, int64_t stride, const float* weight,
                    double eps) const override;
@@ -59,6 +63,10 @@ class RefBackend final : public Backend {
   Status Matmul(const PackedWeight& w, const float* x, int64_t m, float* y) const override;
   Status MatmulBatch(std::span<const MatmulTask> tasks) const override;
   void MatmulF32(const float* w, int64_t n, int64_t k, const float* x, int64_t m, float* y) const override;
+  void MoeRoute(const MoeRouting& r, const float* logits, int64_t tokens, const float* bias, int32_t* experts,
+                float* gates) const override {
+    cpu::MoeRoute(r, logits, tokens, bias, experts, gates);  // double scores: its own oracle
+  }
   void DecodeWeightRow(const PackedWeight& w, int64_t row, float* out) const override;
   void RmsNormRows(float* x, int64_t rows, int64_t dim, int64_t stride, const float* weight,
                    double eps) const override;

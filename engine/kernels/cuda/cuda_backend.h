@@ -49,6 +49,10 @@ class StagingCudaBackend final : public kernels::Backend {
   void MatmulF32(const float* w, int64_t n, int64_t k, const float* x, int64_t m, float* y) const override {
     cpu_.MatmulF32(w, n, k, x, m, y);
   }
+  void MoeRoute(const kernels::cpu::MoeRouting& r, const float* logits, int64_t tokens, const float* bias,
+                int32_t* experts, float* gates) const override {
+    cpu_.MoeRoute(r, logits, tokens, bias, experts, gates);
+  }
   void DecodeWeightRow(const kernels::cpu::PackedWeight& w, int64_t row, float* out) const override {
     cpu_.DecodeWeightRow(w, row, out);
   }
