@@ -7,10 +7,13 @@
 //   RefBackend (kernels/cpu/cpu_backend.h)  every op from its scalar oracle (double sums, one
 //                                           thread): the whole forward pass from oracles, which
 //                                           the model's parity test holds CpuBackend to and a
-//                                           device backend will be held to the same way.
-// Ops are grouped as a device backend would launch them: Linears in each weight format, row-wise
-// norms and activations, the two MLA attention cores over the paged latent cache (absorbed decode,
-// expanded prefill) and the small vector ops of W_UK / W_UV and the MoE combine.
+//                                           device backend will be held to the same way;
+//   StagingCudaBackend (kernels/cuda/)      the CUDA kernels where they exist, copying in and out
+//                                           per op: a verification path, not a serving one.
+// Ops are grouped as a device backend would launch them: Linears in each weight format, MoE
+// routing, row-wise norms, activations and RoPE, the two MLA attention cores over the paged latent
+// cache (absorbed decode, expanded prefill) and the small vector ops of W_UK / W_UV and the MoE
+// combine.
 //
 // Memory: every pointer here is host memory today (the forward pass's activations are
 // std::vectors, the weights PackedWeight, the pages the PagePool's). A device backend needs the
