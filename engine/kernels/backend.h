@@ -17,9 +17,9 @@
 //
 // Memory: every pointer here is host memory today (the forward pass's activations are
 // std::vectors, the weights PackedWeight, the pages the PagePool's). A device backend needs the
-// activations to stay on the device between ops, which the forward pass does not do yet (its
-// embedding gather, MoE token grouping, the DSA indexer's scores and the copies between ops run on
-// the host): see docs/forward-pass.md, "The Backend seam".
+// activations to stay on the device between ops, which the forward pass does not do yet (its MoE
+// token grouping, the DSA indexer's scores and the copies between ops run on the host): see
+// docs/forward-pass.md, "The Backend seam".
 //
 // Thread safety: ops are const and may be called from several threads at once (MlaAttention calls
 // the per-head ops from its pool's threads); the bits an op gives never depend on which thread.
@@ -58,6 +58,10 @@ class Backend {
                         int32_t* experts, float* gates) const = 0;
   // Row `row` of w dequantized exactly to fp32 (out: [w.cols()]).
   virtual void DecodeWeightRow(const cpu::PackedWeight& w, int64_t row, float* out) const = 0;
+
+  // --- Rows of an fp32 table: out[i] = table[ids[i]] (the embedding), each row `dim` values.
+  virtual void GatherRows(const float* table, int64_t dim, const int32_t* ids, int64_t n,
+                          float* out) const = 0;
 
   // --- Row-wise (cpu/row_ops.h): norms, SwiGLU's activation, RoPE.
   virtual void RmsNormRows(float* x, int64_t rows, int64_t dim, int64_t stride, const float* weight,

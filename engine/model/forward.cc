@@ -117,15 +117,12 @@ Status ModelRunner::Forward(std::span<const StepInput> batch, const ForwardOptio
     tokens += seg.num_new;
     segs.push_back(seg);
   }
-  std::vector<float> x(tokens * hidden);  // [T, hidden] residual stream
-  for (size_t b = 0; b < batch.size(); ++b) {
-    for (size_t i = 0; i < batch[b].tokens.size(); ++i) {
-      std::copy_n(weights_.embed_tokens.data() + batch[b].tokens[i] * hidden, hidden,
-                  x.data() + (segs[b].first_row + static_cast<int64_t>(i)) * hidden);
-    }
-  }
   const kernels::cpu::CpuBackend cpu(pool_, options.matmul);
   const kernels::Backend& be = options.backend != nullptr ? *options.backend : cpu;
+  std::vector<int32_t> ids;  // in packed row order
+  for (const StepInput& in : batch) ids.insert(ids.end(), in.tokens.begin(), in.tokens.end());
+  std::vector<float> x(tokens * hidden);  // [T, hidden] residual stream
+  be.GatherRows(weights_.embed_tokens.data(), hidden, ids.data(), tokens, x.data());
   std::vector<KeyMask> index_masks;
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
     RETURN_IF_ERROR(Layer(l, segs, tokens, options, be, &index_masks, &x));

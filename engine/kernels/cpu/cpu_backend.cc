@@ -1,5 +1,6 @@
 #include "engine/kernels/cpu/cpu_backend.h"
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,11 @@ void CpuBackend::MatmulF32(const float* w, int64_t n, int64_t k, const float* x,
 
 void CpuBackend::DecodeWeightRow(const PackedWeight& w, int64_t row, float* out) const {
   cpu::DecodeWeightRow(w, row, out, options_);
+}
+
+void CpuBackend::GatherRows(const float* table, int64_t dim, const int32_t* ids, int64_t n,
+                            float* out) const {
+  for (int64_t i = 0; i < n; ++i) std::copy_n(table + static_cast<int64_t>(ids[i]) * dim, dim, out + i * dim);
 }
 
 void CpuBackend::RmsNormRows(float* x, int64_t rows, int64_t dim, int64_t stride, const float* weight,
@@ -127,6 +133,13 @@ void RefBackend::MatmulF32(const float* w, int64_t n, int64_t k, const float* x,
 
 void RefBackend::DecodeWeightRow(const PackedWeight& w, int64_t row, float* out) const {
   ExactRow(w, row, out);
+}
+
+void RefBackend::GatherRows(const float* table, int64_t dim, const int32_t* ids, int64_t n,
+                            float* out) const {
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t d = 0; d < dim; ++d) out[i * dim + d] = table[static_cast<int64_t>(ids[i]) * dim + d];
+  }
 }
 
 void RefBackend::RmsNormRows(float* x, int64_t rows, int64_t dim, int64_t stride, const float* weight,

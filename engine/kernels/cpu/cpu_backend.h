@@ -30,6 +30,7 @@ class CpuBackend final : public Backend {
     cpu::MoeRoute(r, logits, tokens, bias, experts, gates);  // double scores: its own oracle
   }
   void DecodeWeightRow(const PackedWeight& w, int64_t row, float* out) const override;
+  void GatherRows(const float* table, int64_t dim, const int32_t* ids, int64_t n, float* out) const override;
   void RmsNormRows(float* x, int64_t rows, int64_t dim, int64_t stride, const float* weight,
                    double eps) const override;
   void LayerNormRows(float* x, int64_t rows, int64_t dim, const float* weight, const float* bias,
@@ -68,6 +69,7 @@ class RefBackend final : public Backend {
     cpu::MoeRoute(r, logits, tokens, bias, experts, gates);  // double scores: its own oracle
   }
   void DecodeWeightRow(const PackedWeight& w, int64_t row, float* out) const override;
+  void GatherRows(const float* table, int64_t dim, const int32_t* ids, int64_t n, float* out) const override;
   void RmsNormRows(float* x, int64_t rows, int64_t dim, int64_t stride, const float* weight,
                    double eps) const override;
   void LayerNormRows(float* x, int64_t rows, int64_t dim, const float* weight, const float* bias,

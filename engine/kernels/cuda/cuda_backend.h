@@ -56,6 +56,9 @@ class StagingCudaBackend final : public kernels::Backend {
   void DecodeWeightRow(const kernels::cpu::PackedWeight& w, int64_t row, float* out) const override {
     cpu_.DecodeWeightRow(w, row, out);
   }
+  void GatherRows(const float* table, int64_t dim, const int32_t* ids, int64_t n, float* out) const override {
+    cpu_.GatherRows(table, dim, ids, n, out);
+  }
   void RmsNormRows(float* x, int64_t rows, int64_t dim, int64_t stride, const float* weight,
                    double eps) const override {
     cpu_.RmsNormRows(x, rows, dim, stride, weight, eps);
