@@ -1,9 +1,10 @@
-// The CPU backends' own ops (engine/kernels/cpu/cpu_backend.h): the batched router logits, SwiGLU's
-// activation and the oracle backend's row widening. Every other op is a kernel of this folder,
-// tested against its oracle in its own test; the whole forward pass on both backends is
+// The CPU backends' own ops (engine/kernels/cpu/cpu_backend.h): the batched router logits, MoE
+// routing over a batch, SwiGLU's activation and the oracle backend's row widening. Every other op is a kernel
+// of this folder, tested against its oracle in its own test; the whole forward pass on both backends is
 // engine/model/forward_test.cc's OracleBackendGivesTheCpuKernelsLogits.
 #include "engine/kernels/cpu/cpu_backend.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -14,6 +15,7 @@
 #include "engine/core/cpu_features.h"
 #include "engine/formats/float_codecs.h"
 #include "engine/kernels/cpu/isa_test_support.h"
+#include "engine/kernels/cpu/moe_route.h"
 #include "engine/kernels/cpu/row_ops.h"
 #include "engine/kernels/cpu/vector_ops.h"
 
@@ -95,6 +97,49 @@ TEST(RefBackendTest, RowsToF32GivesTheKernelsBits) {
       cpu.RowsToF32(rows, n, width, scale, a.data());
       ref.RowsToF32(rows, n, width, scale, b.data());
       EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0) << scale;
+    }
+  }
+}
+
+// A batch of tokens is routed as each token alone (the backend routes a layer's tokens in one call),
+// in every grouping mode: top_k distinct experts from the kept groups, gates summing to the scaling
+// factor when normalized.
+TEST(MoeRouteTest, EachTokenOfABatchIsRoutedAsAlone) {
+  const int64_t tokens = 17, experts = 64;
+  const std::vector<float> logits = Gauss(tokens * experts, 3);
+  const std::vector<float> bias = Gauss(experts, 4, 0.1f);
+  for (MoeRouting::Groups groups :
+       {MoeRouting::Groups::kNone, MoeRouting::Groups::kSumOfTwoBest, MoeRouting::Groups::kBest}) {
+    MoeRouting r;
+    r.experts = experts;
+    r.top_k = 6;
+    r.groups = 8;
+    r.top_groups = 3;
+    r.group_score = groups;
+    r.scaling = 2.5;
+    std::vector<int32_t> chosen(tokens * r.top_k);
+    std::vector<float> gates(tokens * r.top_k);
+    MoeRoute(r, logits.data(), tokens, bias.data(), chosen.data(), gates.data());
+    for (int64_t t = 0; t < tokens; ++t) {
+      std::vector<int32_t> alone(r.top_k);
+      std::vector<float> alone_gates(r.top_k);
+      MoeRoute(r, logits.data() + t * experts, 1, bias.data(), alone.data(), alone_gates.data());
+      EXPECT_TRUE(std::equal(alone.begin(), alone.end(), chosen.begin() + t * r.top_k)) << t;
+      EXPECT_TRUE(std::equal(alone_gates.begin(), alone_gates.end(), gates.begin() + t * r.top_k)) << t;
+      std::vector<bool> group_used(r.groups, false);
+      double sum = 0;
+      for (int64_t k = 0; k < r.top_k; ++k) {
+        const int32_t e = chosen[t * r.top_k + k];
+        ASSERT_GE(e, 0);
+        ASSERT_LT(e, experts);
+        EXPECT_EQ(std::count(alone.begin(), alone.end(), e), 1) << t;
+        group_used[e / (experts / r.groups)] = true;
+        sum += gates[t * r.top_k + k];
+      }
+      if (groups != MoeRouting::Groups::kNone) {
+        EXPECT_LE(std::count(group_used.begin(), group_used.end(), true), r.top_groups) << t;
+      }
+      EXPECT_NEAR(sum, r.scaling, 1e-5) << t;
     }
   }
 }
