@@ -260,9 +260,9 @@ class Model(torch.nn.Module):
     def state_for_checkpoint(self):
         out = {}
         for name, shape, kind in make_tiny_checkpoint.tensor_specs(self.cfg):
-            if self.tied and name == "lm_head.weight":
-                name = "model.embed_tokens.weight"
-            t = self.bias[name] if kind == "score_bias" else self.w(name)
+            # tied: lm_head.weight is written as a copy of the embedding it was trained as
+            src = "model.embed_tokens.weight" if self.tied and name == "lm_head.weight" else name
+            t = self.bias[name] if kind == "score_bias" else self.w(src)
             out[name] = (kind, t.detach().float().numpy().reshape(shape))
         return out
 
@@ -441,7 +441,8 @@ def main(argv=None):
     ap.add_argument("--lr", type=float, default=3e-3)
     ap.add_argument("--max-len", type=int, default=640)
     ap.add_argument("--threads", type=int, default=os.cpu_count())
-    ap.add_argument("--max-minutes", type=float, default=0, help="stop early after this long (0: no limit)")
+    ap.add_argument("--max-minutes", type=float, default=0,
+                    help="training time limit (0: none); the learning-rate schedule ends with it")
     ap.add_argument("--contrast", type=float, default=0.0,
                     help="share of training draws that are one request with and without its tool offered")
     ap.add_argument("--copy", type=float, default=0.0,
@@ -492,9 +493,18 @@ def main(argv=None):
         plan += batches(data, args.tokens_per_batch, rng)
     plan = plan[:int(len(plan) * args.epochs / epochs)]
     warmup = max(1, len(plan) // 20)
-    curve, probes = [], []
+    train_started = time.time()
+    curve, probes, steps_done = [], [], 0
     for step, idx in enumerate(plan):
-        lr = args.lr * min(1.0, (step + 1) / warmup) * 0.5 * (1 + math.cos(math.pi * step / len(plan)))
+        # the cosine runs over the plan, or over --max-minutes when that comes first (so that a run cut
+        # by the clock still ends at a low learning rate rather than mid-schedule)
+        progress = step / len(plan)
+        if args.max_minutes:
+            progress = max(progress, (time.time() - train_started) / 60 / args.max_minutes)
+        if progress >= 1:
+            print("stopping at the time limit")
+            break
+        lr = args.lr * min(1.0, (step + 1) / warmup) * 0.5 * (1 + math.cos(math.pi * progress))
         for g in opt.param_groups:
             g["lr"] = lr
         ids, mask, reply = collate(data, idx)
@@ -509,6 +519,7 @@ def main(argv=None):
         torch.nn.utils.clip_grad_norm_(model.p.values(), 1.0)
         opt.step()
         model.balance(1e-3)
+        steps_done = step + 1
         minutes = (time.time() - started) / 60
         if step % 20 == 0 or step == len(plan) - 1:
             curve.append({"step": step, "minutes": round(minutes, 2), "loss": round(float(loss), 4),
@@ -518,9 +529,6 @@ def main(argv=None):
         if step > 0 and step % args.probe_every == 0:
             probes.append(dict(step=step, **quick_probe(model, enc, heldout, args.probe_samples)))
             print("  held-out probe: %s" % probes[-1], flush=True)
-        if args.max_minutes and minutes > args.max_minutes:
-            print("stopping at the time limit")
-            break
 
     write_checkpoint(model, os.path.join(args.out, "model.safetensors"))
     with open(os.path.join(args.out, "config.json"), "w") as f:
@@ -531,7 +539,7 @@ def main(argv=None):
             f.write(json.dumps(s.case("heldout-%d" % i), ensure_ascii=False) + "\n")
     with open(os.path.join(args.out, "training.json"), "w") as f:
         json.dump({"seed": args.seed, "train_samples": len(data), "heldout_samples": len(heldout),
-                   "steps": step + 1, "parameters": params, "minutes": round((time.time() - started) / 60, 1),
+                   "steps": steps_done, "parameters": params, "minutes": round((time.time() - started) / 60, 1),
                    "torch": torch.__version__, "threads": args.threads, "lr": args.lr,
                    "tokens_per_batch": args.tokens_per_batch, "prompt_weight": args.prompt_weight,
                    "call_weight": args.call_weight, "contrast": args.contrast, "copy": args.copy,
