@@ -47,8 +47,15 @@ class Backend {
   // --- Linears: y[m, w.rows()] = x[m, w.cols()] · wᵀ in the weight's own format (bf16, fp8
   // block-128, int4 group-32). Errors: InvalidArgument on m < 1 or a null pointer.
   virtual Status Matmul(const cpu::PackedWeight& w, const float* x, int64_t m, float* y) const = 0;
-  // Several Linears of one step (tasks may share x; no y overlaps another or any x).
-  virtual Status MatmulBatch(std::span<const cpu::MatmulTask> tasks) const = 0;
+  // Several Linears of one step (tasks may share x; no y overlaps another or any x). By default each
+  // task through Matmul, in order; InvalidArgument on a null weight (later tasks are not run).
+  virtual Status MatmulBatch(std::span<const cpu::MatmulTask> tasks) const {
+    for (const cpu::MatmulTask& t : tasks) {
+      if (t.w == nullptr) return Status::InvalidArgument("matmul batch: null weight");
+      RETURN_IF_ERROR(Matmul(*t.w, t.x, t.m, t.y));
+    }
+    return Status::Ok();
+  }
   // y[m, n] = x[m, k] · wᵀ for an fp32 weight w [n, k] (the MoE router). Each y element is one dot
   // product computed the same way whatever m.
   virtual void MatmulF32(const float* w, int64_t n, int64_t k, const float* x, int64_t m, float* y) const = 0;

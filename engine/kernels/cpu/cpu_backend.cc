@@ -119,14 +119,6 @@ Status RefBackend::Matmul(const PackedWeight& w, const float* x, int64_t m, floa
   return Status::Ok();
 }
 
-Status RefBackend::MatmulBatch(std::span<const MatmulTask> tasks) const {
-  for (const MatmulTask& t : tasks) {
-    if (t.w == nullptr) return Status::InvalidArgument("matmul batch: null weight");
-    RETURN_IF_ERROR(Matmul(*t.w, t.x, t.m, t.y));
-  }
-  return Status::Ok();
-}
-
 void RefBackend::MatmulF32(const float* w, int64_t n, int64_t k, const float* x, int64_t m, float* y) const {
   for (int64_t i = 0; i < m * n; ++i) y[i] = DotF32Ref(x + (i / n) * k, w + (i % n) * k, k);
 }

@@ -62,7 +62,6 @@ class RefBackend final : public Backend {
   const char* name() const override { return "ref"; }
 
   Status Matmul(const PackedWeight& w, const float* x, int64_t m, float* y) const override;
-  Status MatmulBatch(std::span<const MatmulTask> tasks) const override;
   void MatmulF32(const float* w, int64_t n, int64_t k, const float* x, int64_t m, float* y) const override;
   void MoeRoute(const MoeRouting& r, const float* logits, int64_t tokens, const float* bias, int32_t* experts,
                 float* gates) const override {

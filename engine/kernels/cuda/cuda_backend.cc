@@ -103,14 +103,6 @@ Status StagingCudaBackend::Matmul(const kernels::cpu::PackedWeight& w, const flo
   return Status::Ok();
 }
 
-Status StagingCudaBackend::MatmulBatch(std::span<const kernels::cpu::MatmulTask> tasks) const {
-  for (const kernels::cpu::MatmulTask& t : tasks) {
-    if (t.w == nullptr) return Status::InvalidArgument("matmul batch: null weight");
-    RETURN_IF_ERROR(Matmul(*t.w, t.x, t.m, t.y));
-  }
-  return Status::Ok();
-}
-
 void StagingCudaBackend::MlaDecode(std::span<const kernels::cpu::MlaQuery> queries,
                                    const kernels::cpu::MlaDecodeShape& shape, float* out) const {
   bool device = !queries.empty();

@@ -45,7 +45,6 @@ class StagingCudaBackend final : public kernels::Backend {
   Status device_status() const;
 
   Status Matmul(const kernels::cpu::PackedWeight& w, const float* x, int64_t m, float* y) const override;
-  Status MatmulBatch(std::span<const kernels::cpu::MatmulTask> tasks) const override;
   void MatmulF32(const float* w, int64_t n, int64_t k, const float* x, int64_t m, float* y) const override {
     cpu_.MatmulF32(w, n, k, x, m, y);
   }
